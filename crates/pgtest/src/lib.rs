@@ -1,0 +1,1 @@
+//! pgtest crate of pgcompress.

@@ -1,0 +1,1 @@
+//! wal crate of pgcompress.
