@@ -1,0 +1,85 @@
+//! Command-line arguments.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// Cut the bytes PostgreSQL writes and sends, and measure it.
+#[derive(Parser, Debug)]
+#[command(name = "pgcompress", version, about, long_about = None)]
+#[command(
+    after_help = "Examples:\n  pgcompress wal stats $PGDATA/pg_wal\n  pgcompress wal stats --json 000000010000000000000003 000000010000000000000004\n  pgcompress wal verify /archive/wal\n  pgcompress demo"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Read real WAL: statistics and verification.
+    #[command(subcommand)]
+    Wal(WalCommand),
+    /// Run a throwaway cluster under each wal_compression setting and compare.
+    Demo(DemoArgs),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum WalCommand {
+    /// What `pg_waldump --stats` reports, and what it does not.
+    #[command(
+        after_help = "Reads from the first record that starts in the first segment to the end of valid WAL,\n\
+like `pg_waldump --stats -p DIR FIRST LAST`.\n\n\
+Examples:\n  pgcompress wal stats $PGDATA/pg_wal\n  pgcompress wal stats --json /archive/000000010000000000000010 /archive/000000010000000000000011\n\n\
+Exit status: 0 statistics printed; 2 unreadable input or not WAL."
+    )]
+    Stats(StatsArgs),
+    /// Check every page header, record CRC, block header and image.
+    #[command(
+        after_help = "Exit status: 0 the WAL is sound up to its end; 1 corruption found (one line names file,\n\
+LSN and what was expected); 2 unreadable input or not WAL.\n\n\
+Examples:\n  pgcompress wal verify $PGDATA/pg_wal\n  pgcompress wal verify --json /archive/wal"
+    )]
+    Verify(VerifyArgs),
+}
+
+/// Options shared by the WAL readers.
+#[derive(Args, Debug, Clone)]
+pub struct WalInput {
+    /// A directory of WAL segments, or segment files.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// Data page size (BLCKSZ) the server was built with; WAL does not record it.
+    #[arg(long, default_value_t = 8192, value_name = "BYTES")]
+    pub blcksz: usize,
+}
+
+#[derive(Args, Debug)]
+pub struct StatsArgs {
+    #[command(flatten)]
+    pub input: WalInput,
+    /// Print one JSON object instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    pub input: WalInput,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// pgbench scale factor of the workload.
+    #[arg(long, default_value_t = 4)]
+    pub scale: u32,
+    /// Transactions per client per run.
+    #[arg(long, default_value_t = 1500)]
+    pub transactions: u32,
+    /// Print one JSON object instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}

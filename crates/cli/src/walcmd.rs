@@ -1,0 +1,170 @@
+//! `pgcompress wal ...`.
+
+use crate::args::{StatsArgs, VerifyArgs, WalCommand, WalInput};
+use crate::output::{bytes, pct};
+use serde_json::json;
+use std::process::ExitCode;
+use wal::source::SegmentSet;
+use wal::stats::WalStats;
+use wal::{DecoderOptions, Stop};
+
+pub fn run(cmd: WalCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        WalCommand::Stats(a) => stats(a),
+        WalCommand::Verify(a) => verify(a),
+    }
+}
+
+fn options(input: &WalInput) -> anyhow::Result<DecoderOptions> {
+    let b = input.blcksz;
+    if !b.is_power_of_two() || !(1024..=32768).contains(&b) {
+        anyhow::bail!("--blcksz {b} is not a PostgreSQL block size (1024 to 32768, a power of 2)");
+    }
+    Ok(DecoderOptions {
+        blcksz: b,
+        ..DecoderOptions::default()
+    })
+}
+
+/// Reads the WAL and gathers statistics.
+pub fn collect_stats(input: &WalInput) -> anyhow::Result<WalStats> {
+    let opts = options(input)?;
+    let set = SegmentSet::from_paths(&input.paths)?;
+    let mut stats = WalStats::new(set.geometry, opts.blcksz);
+    let summary = set.read(opts, |r, _| stats.add(r))?;
+    stats.segments = summary.files_read;
+    stats.file_bytes = set.total_bytes();
+    stats.stop = Some(summary.stop);
+    Ok(stats)
+}
+
+fn stop_text(stop: &Option<Stop>) -> String {
+    match stop {
+        Some(Stop::EndOfInput { lsn }) => format!("end of input at {lsn}"),
+        Some(Stop::Invalid(e)) => format!("end of valid WAL: {e}"),
+        Some(_) | None => "unknown".into(),
+    }
+}
+
+fn stats(a: StatsArgs) -> anyhow::Result<ExitCode> {
+    let s = collect_stats(&a.input)?;
+    if s.start_lsn == wal::Lsn::INVALID {
+        anyhow::bail!("no valid WAL record found: {}", stop_text(&s.stop));
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&stats_json(&s))?);
+    } else {
+        print!("{}", s.pg_waldump_table());
+        print_extras(&s);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn stats_json(s: &WalStats) -> serde_json::Value {
+    let t = s.total();
+    let rmgrs: Vec<_> = s
+        .rows()
+        .into_iter()
+        .map(|(name, r)| {
+            json!({"name": name, "records": r.records, "record_bytes": r.record_bytes,
+                   "fpi_bytes": r.fpi_bytes, "fpi_count": r.fpi_count,
+                   "combined_bytes": r.record_bytes + r.fpi_bytes})
+        })
+        .collect();
+    let mut images = serde_json::Map::new();
+    for (m, i) in s.image_rows() {
+        images.insert(
+            m.name().to_string(),
+            json!({"count": i.count, "stored_bytes": i.stored_bytes, "raw_bytes": i.raw_bytes,
+                   "hole_bytes": i.hole_bytes, "verify_only": i.verify_only}),
+        );
+    }
+    let (stop_kind, stop_lsn) = match &s.stop {
+        Some(Stop::EndOfInput { lsn }) => ("end_of_input", lsn.to_string()),
+        Some(Stop::Invalid(e)) => ("end_of_valid_wal", e.lsn.to_string()),
+        _ => ("unknown", String::new()),
+    };
+    json!({
+        "pg_version": s.geometry.version.major(),
+        "segment_size": s.geometry.seg_size,
+        "wal_page_size": s.geometry.page_size,
+        "blcksz": s.blcksz,
+        "system_identifier": s.geometry.sysid.to_string(),
+        "segments": s.segments,
+        "file_bytes": s.file_bytes,
+        "start_lsn": s.start_lsn.to_string(),
+        "end_lsn": s.end_lsn.to_string(),
+        "records": t.records,
+        "record_bytes": t.record_bytes,
+        "fpi_bytes": t.fpi_bytes,
+        "fpi_count": t.fpi_count,
+        "combined_bytes": t.record_bytes + t.fpi_bytes,
+        "rmgrs": rmgrs,
+        "images": images,
+        "hole_bytes": s.images.iter().map(|i| i.hole_bytes).sum::<u64>(),
+        "page_header_bytes": s.page_header_bytes,
+        "padding_bytes": s.padding_bytes,
+        "switch_tail_bytes": s.switch_tail_bytes,
+        "switches": s.switches,
+        "stop": {"kind": stop_kind, "lsn": stop_lsn, "detail": stop_text(&s.stop)},
+    })
+}
+
+fn print_extras(s: &WalStats) {
+    let t = s.total();
+    println!();
+    println!(
+        "PostgreSQL {} WAL, {} segment(s) of {}, page {} B, system {}",
+        s.geometry.version,
+        s.segments,
+        bytes(s.geometry.seg_size),
+        s.geometry.page_size,
+        s.geometry.sysid
+    );
+    println!("Full-page images by storage method (pg_waldump does not show this):");
+    println!(
+        "{:<8} {:>10} {:>16} {:>18} {:>8} {:>16}",
+        "method", "images", "stored bytes", "before compression", "ratio", "hole elided"
+    );
+    for (m, i) in s.image_rows() {
+        let ratio = if i.stored_bytes == 0 {
+            0.0
+        } else {
+            i.raw_bytes as f64 / i.stored_bytes as f64
+        };
+        println!(
+            "{:<8} {:>10} {:>16} {:>18} {:>7.2}x {:>16}",
+            m.name(),
+            i.count,
+            i.stored_bytes,
+            i.raw_bytes,
+            ratio,
+            i.hole_bytes
+        );
+    }
+    let span = s.end_lsn.0 - s.start_lsn.0;
+    let combined = t.record_bytes + t.fpi_bytes;
+    println!(
+        "Where the {} bytes between the first and last record went:",
+        span
+    );
+    for (what, n) in [
+        ("records", combined),
+        ("page headers", s.page_header_bytes),
+        ("alignment padding", s.padding_bytes),
+        ("unused after switch", s.switch_tail_bytes),
+    ] {
+        println!(
+            "  {:<22} {:>16} ({:>6.2}%)  {}",
+            what,
+            n,
+            pct(n, span),
+            bytes(n)
+        );
+    }
+    println!("Stopped: {}", stop_text(&s.stop));
+}
+
+fn verify(_a: VerifyArgs) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("verify is not built yet")
+}

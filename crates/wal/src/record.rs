@@ -1,0 +1,404 @@
+//! Records: the `XLogRecord` header, CRC-32C, and the body's block references
+//! (`access/xlogrecord.h`; decoding follows `DecodeXLogRecord` in xlogreader.c).
+
+use crate::consts::*;
+use crate::error::Defect;
+use crate::lsn::Lsn;
+use crate::page::{u16_at, u32_at, u64_at};
+use std::ops::Range;
+
+/// The fixed 24-byte record header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordHeader {
+    /// `xl_tot_len`: header, block headers, images, block data and main data.
+    pub tot_len: u32,
+    /// `xl_xid`.
+    pub xid: u32,
+    /// `xl_prev`: start of the previous record.
+    pub prev: Lsn,
+    /// `xl_info`.
+    pub info: u8,
+    /// `xl_rmid`.
+    pub rmid: u8,
+    /// `xl_crc`.
+    pub crc: u32,
+}
+
+impl RecordHeader {
+    /// Parses the header from at least 24 bytes.
+    pub fn parse(b: &[u8]) -> Option<RecordHeader> {
+        if b.len() < RECORD_HEADER_LEN {
+            return None;
+        }
+        Some(RecordHeader {
+            tot_len: u32_at(b, 0),
+            xid: u32_at(b, 4),
+            prev: Lsn(u64_at(b, 8)),
+            info: b[16],
+            rmid: b[17],
+            crc: u32_at(b, 20),
+        })
+    }
+
+    /// The resource manager's opcode bits (`xl_info & XLR_RMGR_INFO_MASK`).
+    pub fn rmgr_info(&self) -> u8 {
+        self.info & XLR_RMGR_INFO_MASK
+    }
+
+    /// True for `XLOG_SWITCH`, after which the rest of the segment is unused.
+    pub fn is_switch(&self) -> bool {
+        self.rmid == RM_XLOG_ID && self.rmgr_info() == XLOG_SWITCH
+    }
+}
+
+/// CRC-32C of a whole record as `ValidXLogRecord` computes it: the body after the
+/// header first, then the header up to (not including) `xl_crc`.
+pub fn record_crc(record: &[u8]) -> u32 {
+    let body = crc32c::crc32c(&record[RECORD_HEADER_LEN..]);
+    crc32c::crc32c_append(body, &record[..RECORD_CRC_OFFSET])
+}
+
+/// Relation of a block reference (`RelFileNode` in 15, `RelFileLocator` in 16+).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct RelFileLocator {
+    /// Tablespace OID.
+    pub spc: u32,
+    /// Database OID.
+    pub db: u32,
+    /// Relation file number.
+    pub rel: u32,
+}
+
+/// How a full-page image is stored (`BKPIMAGE_COMPRESS_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum ImageMethod {
+    /// Stored raw, hole removed.
+    None,
+    /// pglz (`BKPIMAGE_COMPRESS_PGLZ`).
+    Pglz,
+    /// Raw LZ4 block (`BKPIMAGE_COMPRESS_LZ4`).
+    Lz4,
+    /// zstd frame (`BKPIMAGE_COMPRESS_ZSTD`).
+    Zstd,
+}
+
+impl ImageMethod {
+    /// Every method, in pg_waldump's order.
+    pub const ALL: [ImageMethod; 4] = [Self::None, Self::Pglz, Self::Lz4, Self::Zstd];
+
+    /// The method recorded in `bimg_info`; `None` when several method bits are set.
+    pub fn from_bimg_info(info: u8) -> Option<ImageMethod> {
+        match info & BKPIMAGE_COMPRESS_MASK {
+            0 => Some(Self::None),
+            BKPIMAGE_COMPRESS_PGLZ => Some(Self::Pglz),
+            BKPIMAGE_COMPRESS_LZ4 => Some(Self::Lz4),
+            BKPIMAGE_COMPRESS_ZSTD => Some(Self::Zstd),
+            _ => None,
+        }
+    }
+
+    /// The name pg_waldump prints (`none` for raw images).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Pglz => "pglz",
+            Self::Lz4 => "lz4",
+            Self::Zstd => "zstd",
+        }
+    }
+
+    /// Index in [`ImageMethod::ALL`].
+    pub fn index(self) -> usize {
+        match self {
+            Self::None => 0,
+            Self::Pglz => 1,
+            Self::Lz4 => 2,
+            Self::Zstd => 3,
+        }
+    }
+}
+
+/// An image header (`XLogRecordBlockImageHeader` + optional compress header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageHeader {
+    /// `length`: image bytes as stored (bimg_len).
+    pub length: u16,
+    /// `hole_offset`.
+    pub hole_offset: u16,
+    /// Hole length: from the compress header, or `BLCKSZ - length` for raw images.
+    pub hole_length: u16,
+    /// `bimg_info`.
+    pub info: u8,
+}
+
+impl ImageHeader {
+    /// True when the image is compressed with any method.
+    pub fn is_compressed(&self) -> bool {
+        self.info & BKPIMAGE_COMPRESS_MASK != 0
+    }
+
+    /// True when replay restores it (`BKPIMAGE_APPLY`).
+    pub fn is_apply(&self) -> bool {
+        self.info & BKPIMAGE_APPLY != 0
+    }
+
+    /// The storage method; decoding already rejected several method bits at once.
+    pub fn method(&self) -> ImageMethod {
+        ImageMethod::from_bimg_info(self.info).unwrap_or(ImageMethod::None)
+    }
+
+    /// Bytes of page data the image restores before the hole is put back.
+    pub fn raw_len(&self, blcksz: usize) -> usize {
+        blcksz.saturating_sub(usize::from(self.hole_length))
+    }
+
+    /// Bytes of header this image adds to the block reference (5, or 7 with the compress header).
+    pub fn header_len(&self) -> usize {
+        if self.is_compressed() && self.info & BKPIMAGE_HAS_HOLE != 0 {
+            BLOCK_IMAGE_HEADER_LEN + BLOCK_COMPRESS_HEADER_LEN
+        } else {
+            BLOCK_IMAGE_HEADER_LEN
+        }
+    }
+}
+
+/// One decoded block reference.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockRef {
+    /// Block id (0..=32).
+    pub id: u8,
+    /// `fork_flags`: fork number and `BKPBLOCK_*` bits.
+    pub fork_flags: u8,
+    /// The image header, if the block carries an image.
+    pub image: Option<ImageHeader>,
+    /// Relation.
+    pub rel: RelFileLocator,
+    /// Block number.
+    pub blkno: u32,
+    /// Where the image bytes are in the record.
+    pub image_range: Range<usize>,
+    /// Where the block data is in the record.
+    pub data_range: Range<usize>,
+}
+
+impl BlockRef {
+    /// Fork number (0 main, 1 fsm, 2 vm, 3 init).
+    pub fn fork(&self) -> u8 {
+        self.fork_flags & BKPBLOCK_FORK_MASK
+    }
+}
+
+/// What the body of a record holds, besides its bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Body {
+    /// Block references in ascending id order.
+    pub blocks: Vec<BlockRef>,
+    /// Replication origin, if recorded.
+    pub origin: Option<u16>,
+    /// Top-level transaction id, if recorded.
+    pub toplevel_xid: Option<u32>,
+    /// Where the main data is in the record.
+    pub main_data: Range<usize>,
+    /// Sum of the stored image lengths (pg_waldump's FPI size of this record).
+    pub fpi_len: u32,
+}
+
+/// Decodes the block headers and checks every length, as `DecodeXLogRecord` does.
+/// `record` is the whole record, header included; `blcksz` the data page size.
+pub fn decode_body(record: &[u8], blcksz: usize, body: &mut Body) -> Result<(), Defect> {
+    body.blocks.clear();
+    body.origin = None;
+    body.toplevel_xid = None;
+    body.fpi_len = 0;
+    let mut main_len: u64 = 0;
+    let mut r = Cursor {
+        b: record,
+        pos: RECORD_HEADER_LEN,
+    };
+    let remaining = |r: &Cursor| (record.len() - r.pos) as u64;
+    let mut datatotal: u64 = 0;
+    let mut max_block_id: i32 = -1;
+    let mut last_rel: Option<RelFileLocator> = None;
+    let mut sizes: Vec<(u64, u64)> = Vec::new();
+    while remaining(&r) > datatotal {
+        let id = r.u8()?;
+        match id {
+            XLR_BLOCK_ID_DATA_SHORT => {
+                main_len = u64::from(r.u8()?);
+                datatotal += main_len;
+                break;
+            }
+            XLR_BLOCK_ID_DATA_LONG => {
+                main_len = u64::from(r.u32()?);
+                datatotal += main_len;
+                break;
+            }
+            XLR_BLOCK_ID_ORIGIN => body.origin = Some(r.u16()?),
+            XLR_BLOCK_ID_TOPLEVEL_XID => body.toplevel_xid = Some(r.u32()?),
+            id if id <= XLR_MAX_BLOCK_ID => {
+                if i32::from(id) <= max_block_id {
+                    return Err(Defect::Body(format!("out-of-order block_id {id}")));
+                }
+                max_block_id = i32::from(id);
+                let fork_flags = r.u8()?;
+                let data_len = r.u16()?;
+                let has_data = fork_flags & BKPBLOCK_HAS_DATA != 0;
+                if has_data && data_len == 0 {
+                    return Err(Defect::Body(
+                        "BKPBLOCK_HAS_DATA set, but no data included".into(),
+                    ));
+                }
+                if !has_data && data_len != 0 {
+                    return Err(Defect::Body(format!(
+                        "BKPBLOCK_HAS_DATA not set, but data length is {data_len}"
+                    )));
+                }
+                datatotal += u64::from(data_len);
+                let image = if fork_flags & BKPBLOCK_HAS_IMAGE != 0 {
+                    let img = read_image_header(&mut r, blcksz)?;
+                    datatotal += u64::from(img.length);
+                    body.fpi_len += u32::from(img.length);
+                    Some(img)
+                } else {
+                    None
+                };
+                let rel = if fork_flags & BKPBLOCK_SAME_REL == 0 {
+                    let rel = RelFileLocator {
+                        spc: r.u32()?,
+                        db: r.u32()?,
+                        rel: r.u32()?,
+                    };
+                    last_rel = Some(rel);
+                    rel
+                } else {
+                    last_rel.ok_or_else(|| {
+                        Defect::Body("BKPBLOCK_SAME_REL set but no previous rel".into())
+                    })?
+                };
+                let blkno = r.u32()?;
+                sizes.push((
+                    image.map_or(0, |i| u64::from(i.length)),
+                    u64::from(data_len),
+                ));
+                body.blocks.push(BlockRef {
+                    id,
+                    fork_flags,
+                    image,
+                    rel,
+                    blkno,
+                    image_range: 0..0,
+                    data_range: 0..0,
+                });
+            }
+            _ => return Err(Defect::Body(format!("invalid block_id {id}"))),
+        }
+    }
+    if remaining(&r) != datatotal {
+        return Err(Defect::Body("record with invalid length".into()));
+    }
+    // Payload order: for each block, its image then its data; then the main data.
+    let mut at = r.pos;
+    for (blk, (img, data)) in body.blocks.iter_mut().zip(sizes) {
+        let (img, data) = (img as usize, data as usize);
+        blk.image_range = at..at + img;
+        at += img;
+        blk.data_range = at..at + data;
+        at += data;
+    }
+    body.main_data = at..at + main_len as usize;
+    Ok(())
+}
+
+fn read_image_header(r: &mut Cursor<'_>, blcksz: usize) -> Result<ImageHeader, Defect> {
+    let length = r.u16()?;
+    let hole_offset = r.u16()?;
+    let info = r.u8()?;
+    let compressed = info & BKPIMAGE_COMPRESS_MASK != 0;
+    let has_hole = info & BKPIMAGE_HAS_HOLE != 0;
+    if ImageMethod::from_bimg_info(info).is_none() {
+        return Err(Defect::Body(format!(
+            "block image has several compression methods (bimg_info {info:#04x})"
+        )));
+    }
+    let hole_length = if compressed {
+        if has_hole {
+            r.u16()?
+        } else {
+            0
+        }
+    } else {
+        // PostgreSQL computes this in uint16 arithmetic.
+        (blcksz as u16).wrapping_sub(length)
+    };
+    let blcksz16 = blcksz as u32;
+    if has_hole && (hole_offset == 0 || hole_length == 0 || u32::from(length) == blcksz16) {
+        return Err(Defect::Body(format!(
+            "BKPIMAGE_HAS_HOLE set, but hole offset {hole_offset} length {hole_length} block image length {length}"
+        )));
+    }
+    if !has_hole && (hole_offset != 0 || hole_length != 0) {
+        return Err(Defect::Body(format!(
+            "BKPIMAGE_HAS_HOLE not set, but hole offset {hole_offset} length {hole_length}"
+        )));
+    }
+    if compressed && u32::from(length) == blcksz16 {
+        return Err(Defect::Body(format!(
+            "BKPIMAGE_COMPRESSED set, but block image length {length}"
+        )));
+    }
+    if !has_hole && !compressed && u32::from(length) != blcksz16 {
+        return Err(Defect::Body(format!(
+            "neither BKPIMAGE_HAS_HOLE nor BKPIMAGE_COMPRESSED set, but block image length is {length}"
+        )));
+    }
+    Ok(ImageHeader {
+        length,
+        hole_offset,
+        hole_length,
+        info,
+    })
+}
+
+struct Cursor<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl Cursor<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8], Defect> {
+        if self.b.len() - self.pos < n {
+            return Err(Defect::Body("record with invalid length".into()));
+        }
+        let s = &self.b[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+    fn u8(&mut self) -> Result<u8, Defect> {
+        Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Result<u16, Defect> {
+        Ok(u16_at(self.take(2)?, 0))
+    }
+    fn u32(&mut self) -> Result<u32, Defect> {
+        Ok(u32_at(self.take(4)?, 0))
+    }
+}
+
+/// Checks an image's extent against the page: PostgreSQL trusts these, a verifier must not.
+pub fn check_image_extent(img: &ImageHeader, blcksz: usize) -> Result<(), Defect> {
+    let hole_end = usize::from(img.hole_offset) + usize::from(img.hole_length);
+    if hole_end > blcksz {
+        return Err(Defect::Image(format!(
+            "image hole {}+{} runs past the {blcksz}-byte page",
+            img.hole_offset, img.hole_length
+        )));
+    }
+    if !img.is_compressed() && usize::from(img.length) + usize::from(img.hole_length) != blcksz {
+        return Err(Defect::Image(format!(
+            "raw image of {} bytes with a {}-byte hole does not make a {blcksz}-byte page",
+            img.length, img.hole_length
+        )));
+    }
+    Ok(())
+}
