@@ -1,0 +1,199 @@
+//! Block API: every method and level round-trips, sizes are exact, hostile input is refused.
+
+use super::*;
+use proptest::prelude::*;
+
+fn specs() -> Vec<Spec> {
+    let mut v = Vec::new();
+    for m in Method::ALL {
+        v.push(Spec::new(m));
+        if let Some(r) = m.level_range() {
+            v.push(Spec {
+                level: Some(*r.start()),
+                ..Spec::new(m)
+            });
+            v.push(Spec {
+                level: Some(*r.end().min(&12)),
+                ..Spec::new(m)
+            });
+        }
+    }
+    for s in [
+        "lz4:2",
+        "lz4:9",
+        "zstd:level=5,long",
+        "zstd:long=20,workers=2",
+        "zstd:-7",
+    ] {
+        v.push(s.parse().expect("valid"));
+    }
+    v
+}
+
+fn page() -> Vec<u8> {
+    let mut p: Vec<u8> = (0..8192u32).map(|i| (i % 97) as u8).collect();
+    p[1000..5000].fill(0);
+    p
+}
+
+#[test]
+fn all_methods_round_trip() {
+    let mut dec = BlockDecompressor::new().expect("ctx");
+    for spec in specs() {
+        let mut c = BlockCompressor::new(&spec).expect("ctx");
+        for input in [
+            page(),
+            Vec::new(),
+            vec![7u8],
+            (0..3000u32).map(|i| (i * 7919 % 251) as u8).collect(),
+        ] {
+            let mut z = Vec::new();
+            c.compress(&input, &mut z)
+                .unwrap_or_else(|e| panic!("{spec}: {e}"));
+            assert!(
+                z.len() <= max_compressed_size(spec.method, input.len()),
+                "{spec}"
+            );
+            let mut out = Vec::new();
+            dec.decompress(spec.method, &z, input.len(), &mut out)
+                .unwrap_or_else(|e| panic!("{spec} len {}: {e}", input.len()));
+            assert_eq!(out, input, "{spec}");
+            // Wrong expected length is an error, never a silent truncation.
+            assert!(
+                dec.decompress(spec.method, &z, input.len() + 1, &mut out)
+                    .is_err(),
+                "{spec}"
+            );
+            if !input.is_empty() {
+                assert!(
+                    dec.decompress(spec.method, &z, input.len() - 1, &mut out)
+                        .is_err(),
+                    "{spec}"
+                );
+            }
+            // Capped decoding.
+            assert_eq!(
+                decompress_capped(spec.method, &z, input.len()).ok(),
+                Some(input.clone()),
+                "{spec}"
+            );
+            if input.len() > 1 && spec.method != Method::Lz4 {
+                assert!(
+                    decompress_capped(spec.method, &z, input.len() - 1).is_err(),
+                    "{spec} {} {:?}",
+                    input.len(),
+                    decompress_capped(spec.method, &z, input.len() - 1).map(|v| v.len())
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn lz4_level_one_is_compress_default() {
+    // PostgreSQL's xloginsert.c calls LZ4_compress_default; our level 1 must match it.
+    let p = page();
+    let mut z = Vec::new();
+    compress(&"lz4".parse().expect("valid"), &p, &mut z).expect("ok");
+    let reference = lz4::block::compress(&p, None, false).expect("lz4");
+    assert_eq!(z, reference);
+}
+
+#[test]
+fn zstd_level_three_is_zstd_compress_default() {
+    let p = page();
+    let mut z = Vec::new();
+    compress(&"zstd".parse().expect("valid"), &p, &mut z).expect("ok");
+    assert_eq!(z, zstd::bulk::compress(&p, 3).expect("zstd"));
+}
+
+#[test]
+fn bomb_is_refused() {
+    let big = vec![0u8; 4 << 20];
+    for m in [
+        Method::Zstd,
+        Method::Gzip,
+        Method::Xz,
+        Method::Snappy,
+        Method::Pglz,
+    ] {
+        let mut z = Vec::new();
+        compress(&Spec::new(m), &big, &mut z).expect("ok");
+        assert!(
+            matches!(
+                decompress_capped(m, &z, 1 << 20),
+                Err(CodecError::OutputTooLarge { .. })
+            ),
+            "{m}"
+        );
+    }
+    let mut out = Vec::new();
+    assert!(matches!(
+        decompress(Method::Zstd, &[], MAX_DECOMPRESSED_SIZE + 1, &mut out),
+        Err(CodecError::CapTooLarge { .. })
+    ));
+}
+
+#[test]
+fn trailing_garbage_is_refused() {
+    for m in [Method::Gzip, Method::Xz] {
+        let mut z = Vec::new();
+        compress(&Spec::new(m), &page(), &mut z).expect("ok");
+        z.push(0x42);
+        let mut out = Vec::new();
+        assert!(decompress(m, &z, 8192, &mut out).is_err(), "{m}");
+    }
+}
+
+#[test]
+fn invalid_hand_built_spec_is_refused() {
+    let s = Spec {
+        level: Some(99),
+        ..Spec::new(Method::Zstd)
+    };
+    assert!(matches!(
+        BlockCompressor::new(&s),
+        Err(CodecError::InvalidSpec { .. })
+    ));
+    let s = Spec {
+        long: Some(27),
+        ..Spec::new(Method::Lz4)
+    };
+    assert!(BlockCompressor::new(&s).is_err());
+    let s = Spec {
+        level: Some(1),
+        ..Spec::new(Method::Pglz)
+    };
+    assert!(BlockCompressor::new(&s).is_err());
+}
+
+use crate::error::MAX_DECOMPRESSED_SIZE;
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..400), len in 0usize..20000) {
+        let mut dec = BlockDecompressor::new().expect("ctx");
+        let mut out = Vec::new();
+        for m in Method::ALL {
+            let _ = dec.decompress(m, &data, len, &mut out);
+            prop_assert!(out.len() <= len);
+            if let Ok(v) = decompress_capped(m, &data, len) {
+                prop_assert!(v.len() <= len);
+            }
+        }
+    }
+
+    #[test]
+    fn round_trip_any(data in proptest::collection::vec(prop_oneof![Just(0u8), Just(1u8), any::<u8>()], 0..3000)) {
+        let mut dec = BlockDecompressor::new().expect("ctx");
+        for m in Method::ALL {
+            let mut z = Vec::new();
+            compress(&Spec::new(m), &data, &mut z).expect("compress");
+            let mut out = Vec::new();
+            dec.decompress(m, &z, data.len(), &mut out).expect("decompress");
+            prop_assert_eq!(&out, &data);
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! Streaming encoders and decoders: zstd frames, LZ4 frame format, gzip, `.xz`, Snappy
+//! framing format. pglz has no streaming form. Encoders need an explicit [`Encoder::finish`];
+//! decoders stop with an error once output would exceed their cap.
+
+use std::io::{self, BufReader, Read, Write};
+
+use crate::block::validate;
+use crate::error::{CodecError, MAX_DECOMPRESSED_SIZE};
+use crate::method::Method;
+use crate::spec::Spec;
+
+enum Enc<W: Write> {
+    None(W),
+    Zstd(zstd::stream::write::Encoder<'static, W>),
+    Lz4(lz4::Encoder<W>),
+    Gzip(flate2::write::GzEncoder<W>),
+    Xz(xz2::write::XzEncoder<W>),
+    Snappy(Box<snap::write::FrameEncoder<W>>),
+}
+
+/// A streaming compressor writing `spec`'s format into `W`; call [`Encoder::finish`].
+pub struct Encoder<W: Write> {
+    inner: Enc<W>,
+    method: Method,
+}
+
+impl<W: Write> Encoder<W> {
+    /// Starts a stream; pglz is [`CodecError::Unsupported`].
+    pub fn new(spec: &Spec, writer: W) -> Result<Self, CodecError> {
+        validate(spec)?;
+        let method = spec.method;
+        let e = |source| CodecError::Library { method, source };
+        let level = spec.effective_level();
+        let inner = match method {
+            Method::None => Enc::None(writer),
+            Method::Pglz => {
+                return Err(CodecError::Unsupported {
+                    method,
+                    what: "streaming",
+                })
+            }
+            Method::Zstd => {
+                let mut z =
+                    zstd::stream::write::Encoder::new(writer, level.unwrap_or(3)).map_err(e)?;
+                if let Some(w) = spec.long {
+                    z.long_distance_matching(true).map_err(e)?;
+                    z.window_log(w).map_err(e)?;
+                }
+                if let Some(n) = spec.workers {
+                    z.multithread(n).map_err(e)?;
+                }
+                Enc::Zstd(z)
+            }
+            Method::Lz4 => {
+                // LZ4F level 0 is the fast compressor; HC from level 2 up (lz4frame.h).
+                let l = level.unwrap_or(1);
+                let l = if l <= 1 { 0 } else { l as u32 };
+                Enc::Lz4(
+                    lz4::EncoderBuilder::new()
+                        .level(l)
+                        .build(writer)
+                        .map_err(e)?,
+                )
+            }
+            Method::Gzip => Enc::Gzip(flate2::write::GzEncoder::new(
+                writer,
+                flate2::Compression::new(level.unwrap_or(6) as u32),
+            )),
+            Method::Xz => Enc::Xz(xz2::write::XzEncoder::new(
+                writer,
+                level.unwrap_or(6) as u32,
+            )),
+            Method::Snappy => Enc::Snappy(Box::new(snap::write::FrameEncoder::new(writer))),
+        };
+        Ok(Encoder { inner, method })
+    }
+
+    /// Writes the stream trailer and returns the writer.
+    pub fn finish(self) -> Result<W, CodecError> {
+        let method = self.method;
+        let e = |source| CodecError::Library { method, source };
+        match self.inner {
+            Enc::None(w) => Ok(w),
+            Enc::Zstd(z) => z.finish().map_err(e),
+            Enc::Lz4(z) => {
+                let (w, r) = z.finish();
+                r.map_err(e)?;
+                Ok(w)
+            }
+            Enc::Gzip(z) => z.finish().map_err(e),
+            Enc::Xz(z) => z.finish().map_err(e),
+            Enc::Snappy(z) => z.into_inner().map_err(|x| e(x.into_error())),
+        }
+    }
+}
+
+impl<W: Write> Write for Encoder<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match &mut self.inner {
+            Enc::None(w) => w.write(buf),
+            Enc::Zstd(z) => z.write(buf),
+            Enc::Lz4(z) => z.write(buf),
+            Enc::Gzip(z) => z.write(buf),
+            Enc::Xz(z) => z.write(buf),
+            Enc::Snappy(z) => z.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match &mut self.inner {
+            Enc::None(w) => w.flush(),
+            Enc::Zstd(z) => z.flush(),
+            Enc::Lz4(z) => z.flush(),
+            Enc::Gzip(z) => z.flush(),
+            Enc::Xz(z) => z.flush(),
+            Enc::Snappy(z) => z.flush(),
+        }
+    }
+}
+
+/// A streaming decompressor reading `method`'s stream format from `R`, capped in output.
+pub struct Decoder<R: Read> {
+    inner: Box<dyn Read + Send>,
+    method: Method,
+    produced: usize,
+    cap: usize,
+    _reader: std::marker::PhantomData<fn() -> R>,
+}
+
+impl<R: Read + Send + 'static> Decoder<R> {
+    /// Starts decoding; reading more than `cap` bytes of output is an error.
+    pub fn new(method: Method, reader: R, cap: usize) -> Result<Self, CodecError> {
+        if cap > MAX_DECOMPRESSED_SIZE {
+            return Err(CodecError::CapTooLarge {
+                requested: cap,
+                cap: MAX_DECOMPRESSED_SIZE,
+            });
+        }
+        let e = |source| CodecError::Library { method, source };
+        let inner: Box<dyn Read + Send> = match method {
+            Method::None => Box::new(reader),
+            Method::Pglz => {
+                return Err(CodecError::Unsupported {
+                    method,
+                    what: "streaming",
+                })
+            }
+            Method::Zstd => {
+                let mut d =
+                    zstd::stream::read::Decoder::with_buffer(BufReader::new(reader)).map_err(e)?;
+                d.window_log_max(31).map_err(e)?;
+                Box::new(d)
+            }
+            Method::Lz4 => Box::new(lz4::Decoder::new(reader).map_err(e)?),
+            Method::Gzip => Box::new(flate2::read::MultiGzDecoder::new(reader)),
+            Method::Xz => Box::new(xz2::read::XzDecoder::new_multi_decoder(reader)),
+            Method::Snappy => Box::new(snap::read::FrameDecoder::new(reader)),
+        };
+        Ok(Decoder {
+            inner,
+            method,
+            produced: 0,
+            cap,
+            _reader: std::marker::PhantomData,
+        })
+    }
+
+    /// Bytes of output produced so far.
+    pub fn produced(&self) -> usize {
+        self.produced
+    }
+}
+
+impl<R: Read> Read for Decoder<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        // Allow one byte past the cap so that exceeding it is detected, then refuse.
+        let room = (self.cap - self.produced.min(self.cap)) + 1;
+        let want = buf.len().min(room);
+        let n = self.inner.read(&mut buf[..want])?;
+        self.produced += n;
+        if self.produced > self.cap {
+            return Err(io::Error::other(CodecError::OutputTooLarge {
+                method: self.method,
+                cap: self.cap,
+            }));
+        }
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests;

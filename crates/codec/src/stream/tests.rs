@@ -1,0 +1,136 @@
+//! One-shot vs streaming, whole buffer vs one byte at a time, and caps.
+
+use super::*;
+
+const METHODS: [Method; 6] = [
+    Method::None,
+    Method::Zstd,
+    Method::Lz4,
+    Method::Gzip,
+    Method::Xz,
+    Method::Snappy,
+];
+
+fn data() -> Vec<u8> {
+    (0..50_000u32)
+        .map(|i| ((i / 7) % 251) as u8 ^ (i % 3) as u8)
+        .collect()
+}
+
+fn encode(spec: &Spec, input: &[u8], one_byte: bool) -> Vec<u8> {
+    let mut enc = Encoder::new(spec, Vec::new()).expect("encoder");
+    if one_byte {
+        for b in input {
+            enc.write_all(std::slice::from_ref(b)).expect("write");
+        }
+    } else {
+        enc.write_all(input).expect("write");
+    }
+    enc.finish().expect("finish")
+}
+
+/// A reader that hands out one byte per call.
+struct Trickle(Vec<u8>, usize);
+impl Read for Trickle {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.1 >= self.0.len() || buf.is_empty() {
+            return Ok(0);
+        }
+        buf[0] = self.0[self.1];
+        self.1 += 1;
+        Ok(1)
+    }
+}
+
+fn decode_one_byte_reads<R: Read + Send + 'static>(
+    m: Method,
+    r: R,
+    cap: usize,
+) -> io::Result<Vec<u8>> {
+    let mut d = Decoder::new(m, r, cap).map_err(io::Error::other)?;
+    let mut out = Vec::new();
+    let mut b = [0u8; 1];
+    loop {
+        match d.read(&mut b)? {
+            0 => return Ok(out),
+            _ => out.push(b[0]),
+        }
+    }
+}
+
+#[test]
+fn streaming_matches_one_shot() {
+    let input = data();
+    for m in METHODS {
+        let spec = Spec::new(m);
+        let whole = encode(&spec, &input, false);
+        let trickled = encode(&spec, &input[..5000], true);
+        // Decode: whole reader, trickling reader, one-byte reads.
+        let mut out = Vec::new();
+        Decoder::new(m, io::Cursor::new(whole.clone()), input.len())
+            .expect("decoder")
+            .read_to_end(&mut out)
+            .expect("read");
+        assert_eq!(out, input, "{m}");
+        let out = decode_one_byte_reads(m, Trickle(whole.clone(), 0), input.len()).expect("read");
+        assert_eq!(out, input, "{m}");
+        let out = decode_one_byte_reads(m, Trickle(trickled, 0), 5000).expect("read");
+        assert_eq!(out, &input[..5000], "{m}");
+        // Same bytes as the block API where the formats coincide.
+        if matches!(m, Method::Zstd | Method::Gzip | Method::Xz) {
+            assert_eq!(
+                crate::block::decompress_capped(m, &whole, input.len()).ok(),
+                Some(input.clone()),
+                "{m}"
+            );
+        }
+        // Cap one below the size: error.
+        let mut out = Vec::new();
+        let r = Decoder::new(m, io::Cursor::new(whole), input.len() - 1)
+            .expect("decoder")
+            .read_to_end(&mut out);
+        assert!(r.is_err(), "{m}");
+    }
+}
+
+#[test]
+fn zstd_options_stream() {
+    let input = data();
+    for s in [
+        "zstd:level=19,long",
+        "zstd:-7",
+        "zstd:workers=2,long=24",
+        "lz4:9",
+        "gzip:1",
+        "xz:0",
+    ] {
+        let spec: Spec = s.parse().expect("valid");
+        let z = encode(&spec, &input, false);
+        let mut out = Vec::new();
+        Decoder::new(spec.method, io::Cursor::new(z), input.len())
+            .expect("decoder")
+            .read_to_end(&mut out)
+            .expect("read");
+        assert_eq!(out, input, "{s}");
+    }
+}
+
+#[test]
+fn pglz_has_no_stream() {
+    assert!(Encoder::new(&Spec::new(Method::Pglz), Vec::new()).is_err());
+    assert!(Decoder::new(Method::Pglz, io::empty(), 10).is_err());
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(32))]
+    #[test]
+    fn garbage_streams_never_panic(data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
+        for m in METHODS {
+            if let Ok(mut d) = Decoder::new(m, io::Cursor::new(data.clone()), 10_000) {
+                let mut out = Vec::new();
+                let _ = d.read_to_end(&mut out);
+                proptest::prop_assert!(out.len() <= 10_000);
+            }
+        }
+    }
+}
