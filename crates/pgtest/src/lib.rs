@@ -1,1 +1,35 @@
-//! pgtest crate of pgcompress.
+//! Throwaway PostgreSQL clusters for tests, benchmarks and demos.
+//!
+//! PostgreSQL is the oracle for everything pgcompress does with WAL, so tests start a real server rather than a
+//! mock. [`Cluster::builder`] runs `initdb` into a fresh temporary directory, starts the server on a Unix socket
+//! only, and tears it all down on drop, even when the test panics.
+//!
+//! PostgreSQL refuses to run as root. When the current effective uid is 0, every PostgreSQL binary started through
+//! this crate runs as the `postgres` system user, and the directories the harness creates are handed to that user.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), pgtest::Error> {
+//! let cluster = pgtest::Cluster::builder().wal_segsize_mb(1).start()?;
+//! cluster.psql("CREATE TABLE t (x int); INSERT INTO t VALUES (1);")?;
+//! assert_eq!(cluster.query_one("SELECT count(*) FROM t")?, "1");
+//! cluster.switch_wal()?;
+//! assert!(!cluster.wal_segment_files()?.is_empty());
+//! # Ok(())
+//! # }
+//! ```
+#![deny(missing_docs)]
+
+mod builder;
+mod cluster;
+mod error;
+mod install;
+pub mod run;
+mod wal;
+pub mod workload;
+
+pub use builder::ClusterBuilder;
+pub use cluster::{Cluster, SUPERUSER};
+pub use error::{Error, Result};
+pub use install::{PgInstall, BINDIR_ENV};
+pub use run::run;
+pub use wal::is_wal_segment_name;

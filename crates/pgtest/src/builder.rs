@@ -1,0 +1,129 @@
+//! Configuring a throwaway cluster before `initdb`.
+
+use std::time::Duration;
+
+use crate::cluster::Cluster;
+use crate::error::{Error, Result};
+use crate::install::PgInstall;
+
+/// Settings for a cluster that [`ClusterBuilder::start`] creates; obtained from [`Cluster::builder`].
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until .start() is called"]
+pub struct ClusterBuilder {
+    pub(crate) install: Option<PgInstall>,
+    pub(crate) wal_segsize_mb: Option<u32>,
+    pub(crate) data_checksums: bool,
+    pub(crate) gucs: Vec<(String, String)>,
+    pub(crate) archive: bool,
+    pub(crate) keep: bool,
+    pub(crate) start_timeout: Duration,
+}
+
+impl Default for ClusterBuilder {
+    fn default() -> Self {
+        ClusterBuilder {
+            install: None,
+            wal_segsize_mb: None,
+            data_checksums: false,
+            gucs: Vec::new(),
+            archive: false,
+            keep: std::env::var_os("PGTEST_KEEP").is_some_and(|v| v == "1"),
+            start_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+impl ClusterBuilder {
+    /// Uses this installation instead of [`PgInstall::find`].
+    pub fn install(mut self, install: PgInstall) -> Self {
+        self.install = Some(install);
+        self
+    }
+
+    /// WAL segment size in megabytes (`initdb --wal-segsize`, a power of two from 1 to 1024). Default 16.
+    pub fn wal_segsize_mb(mut self, mb: u32) -> Self {
+        self.wal_segsize_mb = Some(mb);
+        self
+    }
+
+    /// Enables data checksums (`initdb --data-checksums`), which also makes hint-bit changes WAL-logged.
+    pub fn data_checksums(mut self, on: bool) -> Self {
+        self.data_checksums = on;
+        self
+    }
+
+    /// Sets a server parameter in `postgresql.conf`; later calls win. Overrides the harness defaults
+    /// (for example `fsync = off`).
+    pub fn guc(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.gucs.push((name.into(), value.into()));
+        self
+    }
+
+    /// Turns on WAL archiving into a directory the harness owns, see [`Cluster::archive_dir`].
+    pub fn archive_dir(mut self, on: bool) -> Self {
+        self.archive = on;
+        self
+    }
+
+    /// Keeps the temporary directory after the cluster is dropped (also enabled by `PGTEST_KEEP=1`).
+    pub fn keep(mut self, keep: bool) -> Self {
+        self.keep = keep;
+        self
+    }
+
+    /// How long to wait for the server to accept connections. Default 60 seconds.
+    pub fn start_timeout(mut self, timeout: Duration) -> Self {
+        self.start_timeout = timeout;
+        self
+    }
+
+    /// Runs `initdb` into a fresh temporary directory and starts the server.
+    pub fn start(self) -> Result<Cluster> {
+        for (name, _) in &self.gucs {
+            check_guc_name(name)?;
+        }
+        Cluster::create(self)
+    }
+}
+
+/// GUC names are written into `postgresql.conf` and SQL unquoted, so only plain identifiers are allowed.
+pub(crate) fn check_guc_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidGucName { name: name.into() })
+    }
+}
+
+/// Quotes a value as a `postgresql.conf` string (`src/backend/utils/misc/guc-file.l` unescapes `\` and `''`).
+pub(crate) fn conf_quote(value: &str) -> String {
+    format!("'{}'", value.replace('\\', "\\\\").replace('\'', "''"))
+}
+
+/// Quotes a value as an SQL string literal (standard_conforming_strings is on by default).
+pub(crate) fn sql_quote(value: &str) -> String {
+    format!("'{}'", value.replace('\'', "''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guc_names_are_checked() {
+        assert!(check_guc_name("wal_compression").is_ok());
+        assert!(check_guc_name("auto_explain.log_min_duration").is_ok());
+        assert!(check_guc_name("x = 1; DROP").is_err());
+        assert!(check_guc_name("").is_err());
+    }
+
+    #[test]
+    fn quoting() {
+        assert_eq!(conf_quote(r"it's a\b"), r"'it''s a\\b'");
+        assert_eq!(sql_quote("it's"), "'it''s'");
+    }
+}

@@ -1,0 +1,154 @@
+//! Finding the PostgreSQL binaries to test against.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::run::run_as_current_user;
+
+/// Environment variable naming the PostgreSQL bin directory to use, overriding every other way of finding it.
+pub const BINDIR_ENV: &str = "PGCOMPRESS_PG_BINDIR";
+
+/// A PostgreSQL installation: where its programs live and which major version it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgInstall {
+    bindir: PathBuf,
+    major: u32,
+}
+
+impl PgInstall {
+    /// Finds PostgreSQL: `$PGCOMPRESS_PG_BINDIR`, then `pg_config --bindir` from `PATH`, then the directory of
+    /// `initdb` on `PATH`, then the newest `/usr/lib/postgresql/*/bin` (Debian's layout).
+    pub fn find() -> Result<PgInstall> {
+        if let Some(dir) = std::env::var_os(BINDIR_ENV) {
+            // An explicit choice that does not work is an error, not a reason to silently test something else.
+            return PgInstall::from_bindir(dir);
+        }
+        let mut tried = vec![format!("${BINDIR_ENV} unset")];
+        match pg_config_bindir() {
+            Some(dir) => match PgInstall::from_bindir(&dir) {
+                Ok(found) => return Ok(found),
+                Err(e) => tried.push(format!("pg_config: {e}")),
+            },
+            None => tried.push("no pg_config on PATH".into()),
+        }
+        match which("initdb").and_then(|p| p.canonicalize().ok()) {
+            Some(initdb) => match initdb.parent().map(PgInstall::from_bindir) {
+                Some(Ok(found)) => return Ok(found),
+                Some(Err(e)) => tried.push(format!("initdb on PATH: {e}")),
+                None => tried.push("initdb on PATH has no parent directory".into()),
+            },
+            None => tried.push("no initdb on PATH".into()),
+        }
+        match newest_debian_bindir() {
+            Some(dir) => PgInstall::from_bindir(dir),
+            None => {
+                tried.push("no /usr/lib/postgresql/*/bin".into());
+                Err(Error::InstallNotFound {
+                    tried: tried.join("; "),
+                })
+            }
+        }
+    }
+
+    /// Uses the installation in `bindir`, checking that it has `initdb`, `postgres` and `pg_ctl`.
+    pub fn from_bindir(bindir: impl AsRef<Path>) -> Result<PgInstall> {
+        let bindir = bindir.as_ref().to_path_buf();
+        for program in ["initdb", "postgres", "pg_ctl"] {
+            if !bindir.join(program).is_file() {
+                return Err(Error::NotABindir {
+                    bindir,
+                    program: program.into(),
+                });
+            }
+        }
+        // `postgres --version` is allowed as root, so no user switch is needed here.
+        let mut cmd = Command::new(bindir.join("postgres"));
+        cmd.arg("--version");
+        let out = run_as_current_user(&mut cmd, None, Duration::from_secs(30))?;
+        let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        let major = parse_major(&text).ok_or(Error::BadVersion { output: text })?;
+        Ok(PgInstall { bindir, major })
+    }
+
+    /// Path of the program `name` (for example `"pg_waldump"`) in this installation.
+    pub fn bin(&self, name: &str) -> PathBuf {
+        self.bindir.join(name)
+    }
+
+    /// The bin directory.
+    pub fn bindir(&self) -> &Path {
+        &self.bindir
+    }
+
+    /// Major version, for example 15 (for versions before 10 this is the first component only, e.g. 9).
+    pub fn major(&self) -> u32 {
+        self.major
+    }
+}
+
+/// Parses "postgres (PostgreSQL) 15.18 (Debian ...)" or "postgres (PostgreSQL) 17devel" into the major version.
+fn parse_major(version: &str) -> Option<u32> {
+    let rest = version.split(')').nth(1)?.trim_start();
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+fn pg_config_bindir() -> Option<PathBuf> {
+    let pg_config = which("pg_config")?;
+    let mut cmd = Command::new(pg_config);
+    cmd.arg("--bindir");
+    let out = run_as_current_user(&mut cmd, None, Duration::from_secs(30)).ok()?;
+    let dir = String::from_utf8(out.stdout).ok()?.trim().to_owned();
+    (!dir.is_empty()).then(|| PathBuf::from(dir))
+}
+
+fn which(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
+}
+
+fn newest_debian_bindir() -> Option<PathBuf> {
+    let entries = std::fs::read_dir("/usr/lib/postgresql").ok()?;
+    entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let version: u32 = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").is_file().then_some((version, bin))
+        })
+        .max_by_key(|(version, _)| *version)
+        .map(|(_, bin)| bin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_versions() {
+        assert_eq!(
+            parse_major("postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)"),
+            Some(15)
+        );
+        assert_eq!(parse_major("postgres (PostgreSQL) 17devel"), Some(17));
+        assert_eq!(parse_major("postgres (PostgreSQL) 9.6.24"), Some(9));
+        assert_eq!(parse_major("garbage"), None);
+    }
+
+    #[test]
+    fn finds_an_installation() {
+        let install = PgInstall::find().expect("PostgreSQL must be installed to run pgtest");
+        assert!(install.major() >= 10, "{install:?}");
+        assert!(install.bin("psql").is_file());
+    }
+
+    #[test]
+    fn rejects_a_directory_without_postgres() {
+        let err = PgInstall::from_bindir("/").expect_err("/ is no bindir");
+        assert!(matches!(err, Error::NotABindir { .. }), "{err}");
+    }
+}
