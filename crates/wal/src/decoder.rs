@@ -603,7 +603,7 @@ fn switch_tail(h: &RecordHeader, next: &mut u64, seg_size: u64) -> u64 {
     if !h.is_switch() {
         return 0;
     }
-    let rounded = (*next + seg_size - 1) / seg_size * seg_size;
+    let rounded = (*next).div_ceil(seg_size) * seg_size;
     let tail = rounded - *next;
     *next = rounded;
     tail

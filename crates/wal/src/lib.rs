@@ -24,3 +24,4 @@ pub use record::{BlockRef, ImageHeader, ImageMethod, RecordHeader};
 pub use version::PgVersion;
 pub mod source;
 pub mod stats;
+pub mod verify;
