@@ -106,6 +106,8 @@ pub fn stats_json(s: &WalStats) -> serde_json::Value {
         "padding_bytes": s.padding_bytes,
         "switch_tail_bytes": s.switch_tail_bytes,
         "switches": s.switches,
+        "records_crossing_pages": s.records_crossing_pages,
+        "records_crossing_segments": s.records_crossing_segments,
         "stop": {"kind": stop_kind, "lsn": stop_lsn, "detail": stop_text(&s.stop)},
     })
 }
@@ -162,6 +164,10 @@ fn print_extras(s: &WalStats) {
             bytes(n)
         );
     }
+    println!(
+        "Records crossing a page boundary: {}, a segment boundary: {}; XLOG_SWITCH records: {}",
+        s.records_crossing_pages, s.records_crossing_segments, s.switches
+    );
     println!("Stopped: {}", stop_text(&s.stop));
 }
 

@@ -95,6 +95,11 @@ impl Record<'_> {
         self.header.tot_len - self.body.fpi_len
     }
 
+    /// Position of the record's last byte (before padding and any switch tail).
+    pub fn last_byte_lsn(&self) -> Lsn {
+        Lsn(self.next_lsn.0 - self.switch_tail_bytes - u64::from(self.padding_bytes) - 1)
+    }
+
     /// The bytes of one block's image, as stored.
     pub fn image_bytes(&self, block: &crate::record::BlockRef) -> &[u8] {
         &self.bytes[block.image_range.clone()]

@@ -59,6 +59,10 @@ pub struct WalStats {
     pub switch_tail_bytes: u64,
     /// `XLOG_SWITCH` records.
     pub switches: u64,
+    /// Records whose bytes cross at least one page boundary.
+    pub records_crossing_pages: u64,
+    /// Records whose bytes cross at least one segment boundary.
+    pub records_crossing_segments: u64,
     /// Segment files read.
     pub segments: usize,
     /// Bytes of the files given.
@@ -81,6 +85,8 @@ impl WalStats {
             padding_bytes: 0,
             switch_tail_bytes: 0,
             switches: 0,
+            records_crossing_pages: 0,
+            records_crossing_segments: 0,
             segments: 0,
             file_bytes: 0,
             stop: None,
@@ -99,6 +105,15 @@ impl WalStats {
         self.switch_tail_bytes += r.switch_tail_bytes;
         if r.header.is_switch() {
             self.switches += 1;
+        }
+        let last = r.last_byte_lsn();
+        if r.lsn.page_start(u64::from(self.geometry.page_size))
+            != last.page_start(u64::from(self.geometry.page_size))
+        {
+            self.records_crossing_pages += 1;
+        }
+        if r.lsn.segno(self.geometry.seg_size) != last.segno(self.geometry.seg_size) {
+            self.records_crossing_segments += 1;
         }
         let s = &mut self.rmgrs[usize::from(r.header.rmid)];
         s.records += 1;

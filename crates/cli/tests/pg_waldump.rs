@@ -1,0 +1,107 @@
+//! `pgcompress wal stats` against the installed pg_waldump, on WAL a real
+//! PostgreSQL wrote: every figure pg_waldump prints must be equal.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+/// Compares one run of segments: the JSON figures and the text table.
+fn assert_agrees(c: &Corpus, label: &str, files: &[std::path::PathBuf]) -> Value {
+    let files = isolate(c.dir.path(), label, files);
+    let (text, _ok) = pg_waldump_stats(&c.cluster, &files);
+    let (start, end, rows) = parse_pg_waldump(&text);
+    let j = stats_json(&files);
+    assert_eq!(j["start_lsn"], start, "{label}: start LSN");
+    assert_eq!(j["end_lsn"], end, "{label}: end LSN");
+    let (total, per_rmgr) = rows.split_last().expect("rows");
+    assert_eq!(total.name, "Total");
+    assert_eq!(j["records"], total.records, "{label}: records");
+    assert_eq!(
+        j["record_bytes"], total.record_bytes,
+        "{label}: record bytes"
+    );
+    assert_eq!(j["fpi_bytes"], total.fpi_bytes, "{label}: FPI bytes");
+    let ours = j["rmgrs"].as_array().expect("rmgrs");
+    assert_eq!(ours.len(), per_rmgr.len(), "{label}: rmgr rows");
+    for (o, p) in ours.iter().zip(per_rmgr) {
+        assert_eq!(o["name"], p.name, "{label}");
+        assert_eq!(o["records"], p.records, "{label} {}", p.name);
+        assert_eq!(o["record_bytes"], p.record_bytes, "{label} {}", p.name);
+        assert_eq!(o["fpi_bytes"], p.fpi_bytes, "{label} {}", p.name);
+    }
+    // The text table is pg_waldump's, byte for byte.
+    let mut args = vec!["wal".to_string(), "stats".to_string()];
+    args.extend(files.iter().map(|f| f.display().to_string()));
+    let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let out = pgcompress(&args);
+    assert!(out.status.success());
+    let ours_text = String::from_utf8(out.stdout).expect("utf8");
+    assert!(
+        ours_text.starts_with(&text),
+        "{label}: table differs:\n{ours_text}\n---\n{text}"
+    );
+    j
+}
+
+fn images(j: &Value, method: &str) -> u64 {
+    j["images"][method]["count"].as_u64().expect("count")
+}
+
+fn check_corpus(seg_mb: u32, transactions: u32) {
+    let c = corpus(seg_mb, transactions);
+    for (setting, files) in &c.phases {
+        let j = assert_agrees(&c, &format!("{seg_mb}mb-{setting}"), files);
+        assert!(
+            j["fpi_count"].as_u64().expect("fpi") > 0,
+            "{setting}: the phase wrote images"
+        );
+        match setting.as_str() {
+            "off" => assert_eq!(j["fpi_count"], images(&j, "none")),
+            "mixed" => {
+                for m in ["pglz", "lz4", "zstd"] {
+                    assert!(images(&j, m) > 0, "mixed phase has {m} images");
+                }
+                assert!(j["records_crossing_pages"].as_u64().expect("n") > 0);
+                if seg_mb == 1 {
+                    // The 2.5 MB record alone crosses two 1 MB boundaries.
+                    assert!(j["records_crossing_segments"].as_u64().expect("n") >= 2);
+                }
+            }
+            m => assert!(images(&j, m) > 0, "{m} phase has {m} images"),
+        }
+        assert!(
+            j["switches"].as_u64().expect("switches") >= 1,
+            "phase ends in a switched segment"
+        );
+    }
+    // All archived segments at once: many switches, every method.
+    let j = assert_agrees(&c, &format!("{seg_mb}mb-all"), &c.all);
+    assert!(j["records_crossing_segments"].as_u64().expect("n") > 0);
+    // The live pg_wal: the last segment is partial, later ones may be recycled.
+    let live_first_to_last = &c.live;
+    let files = isolate(
+        c.dir.path(),
+        &format!("{seg_mb}mb-live"),
+        live_first_to_last,
+    );
+    let (text, pg_ok) = pg_waldump_stats(&c.cluster, &files);
+    let j = stats_json(&files);
+    let (_, end, rows) = parse_pg_waldump(&text);
+    assert_eq!(j["end_lsn"], end, "live: end of valid WAL");
+    assert_eq!(j["records"], rows.last().expect("total").records);
+    assert_eq!(j["fpi_bytes"], rows.last().expect("total").fpi_bytes);
+    // pg_waldump reports the end of valid WAL as an error; we report it as the stop.
+    assert!(!pg_ok);
+    assert_eq!(j["stop"]["kind"], "end_of_valid_wal");
+}
+
+#[test]
+fn stats_equal_pg_waldump_1mb_segments() {
+    check_corpus(1, 300);
+}
+
+#[test]
+fn stats_equal_pg_waldump_16mb_segments() {
+    check_corpus(16, 300);
+}
