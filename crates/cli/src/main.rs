@@ -13,6 +13,7 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    restore_sigpipe();
     let cli = args::Cli::parse();
     let result = match cli.command {
         args::Command::Wal(w) => walcmd::run(w),
@@ -24,5 +25,16 @@ fn main() -> ExitCode {
             eprintln!("pgcompress: error: {e:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// Rust ignores SIGPIPE, so `pgcompress wal stats DIR | head` would fail writing
+/// to a closed pipe; a command-line tool should simply stop, as cat and grep do.
+#[allow(unsafe_code)]
+fn restore_sigpipe() {
+    // SAFETY: called first thing in main, before any thread exists; SIG_DFL is a
+    // valid disposition for SIGPIPE and no Rust state depends on the old one.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

@@ -26,12 +26,30 @@ fn options(input: &WalInput) -> anyhow::Result<DecoderOptions> {
     })
 }
 
+/// Threads to read with: `--threads`, or one per CPU.
+fn threads(input: &WalInput) -> usize {
+    input.threads.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        usize::from,
+    )
+}
+
 /// Reads the WAL and gathers statistics.
 pub fn collect_stats(input: &WalInput) -> anyhow::Result<WalStats> {
     let opts = options(input)?;
     let set = SegmentSet::from_paths(&input.paths)?;
+    let threads = threads(input);
+    let read = set.read_parallel(
+        opts,
+        threads,
+        |_| WalStats::new(set.geometry, opts.blcksz),
+        |s, r| s.add(r),
+    )?;
     let mut stats = WalStats::new(set.geometry, opts.blcksz);
-    let summary = set.read(opts, |r, _| stats.add(r))?;
+    for part in &read.parts {
+        stats.merge(part);
+    }
+    let summary = read.summary;
     stats.segments = summary.files_read;
     stats.file_bytes = set.total_bytes();
     stats.stop = Some(summary.stop);
@@ -174,7 +192,7 @@ fn print_extras(s: &WalStats) {
 fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
     let opts = options(&a.input)?;
     let set = SegmentSet::from_paths(&a.input.paths)?;
-    let result = wal::verify::verify(&set, opts)?;
+    let result = wal::verify::verify(&set, opts, threads(&a.input))?;
     match result {
         Ok(r) => {
             if a.json {

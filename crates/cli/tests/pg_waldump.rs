@@ -105,3 +105,26 @@ fn stats_equal_pg_waldump_1mb_segments() {
 fn stats_equal_pg_waldump_16mb_segments() {
     check_corpus(16, 300);
 }
+
+/// A parallel read must give exactly what one sequential read gives, extras included.
+#[test]
+fn parallel_stats_equal_sequential() {
+    let c = corpus(1, 100);
+    let names: Vec<String> = c.all.iter().map(|f| f.display().to_string()).collect();
+    let run = |threads: &str| {
+        let mut args = vec!["wal", "stats", "--json", "--threads", threads];
+        args.extend(names.iter().map(|s| s.as_str()));
+        let out = pgcompress(&args);
+        assert!(out.status.success());
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("json")
+    };
+    let one = run("1");
+    assert!(
+        c.all.len() >= 6,
+        "enough segments to split: {}",
+        c.all.len()
+    );
+    for t in ["2", "3", "5"] {
+        assert_eq!(run(t), one, "{t} threads");
+    }
+}

@@ -8,6 +8,7 @@
 
 use crate::consts::*;
 use crate::error::{Defect, WalError};
+use crate::input::Input;
 use crate::lsn::{Lsn, SegmentName};
 use crate::page::{Geometry, PageHeader};
 use crate::record::{decode_body, record_crc, Body, RecordHeader};
@@ -119,7 +120,7 @@ enum Phase {
 }
 
 enum Found {
-    Input(usize, usize),
+    Input(u64, usize),
     Assembled,
 }
 
@@ -152,8 +153,7 @@ pub struct WalDecoder {
     opts: DecoderOptions,
     geom: Option<Geometry>,
     start: u64,
-    input: Vec<u8>,
-    input_lsn: u64,
+    input: Input,
     finished: bool,
     phase: Phase,
     next_rec: u64,
@@ -162,6 +162,8 @@ pub struct WalDecoder {
     latest_tli: u32,
     asm: Vec<u8>,
     body: Body,
+    /// The last page header validated: records on the same page need no second look.
+    last_page: Option<(u64, PageHeader)>,
     stopped: Option<Stop>,
     records: u64,
 }
@@ -173,8 +175,7 @@ impl WalDecoder {
             opts,
             geom: None,
             start: start.0,
-            input: Vec::new(),
-            input_lsn: start.0,
+            input: Input::new(start.0),
             finished: false,
             phase: Phase::FindFirst { page: start.0 },
             next_rec: start.0,
@@ -183,6 +184,7 @@ impl WalDecoder {
             latest_tli: 0,
             asm: Vec::new(),
             body: Body::default(),
+            last_page: None,
             stopped: None,
             records: 0,
         }
@@ -195,7 +197,7 @@ impl WalDecoder {
 
     /// Position up to which input has been fed.
     pub fn input_end(&self) -> Lsn {
-        Lsn(self.input_lsn + self.input.len() as u64)
+        Lsn(self.input.end())
     }
 
     /// Records produced so far.
@@ -203,10 +205,30 @@ impl WalDecoder {
         self.records
     }
 
-    /// Appends the next bytes of the stream.
+    /// Appends a copy of the next bytes of the stream.
     pub fn feed(&mut self, bytes: &[u8]) {
         self.compact();
-        self.input.extend_from_slice(bytes);
+        self.input.push_slice(bytes);
+    }
+
+    /// Appends the next bytes of the stream without copying them (a whole segment
+    /// read by the caller) when they start and end on 64 KiB boundaries; otherwise
+    /// copies them. Once consumed the buffer comes back from [`WalDecoder::recycle`].
+    pub fn feed_owned(&mut self, bytes: Vec<u8>) {
+        self.compact();
+        self.input.push_whole(bytes);
+    }
+
+    /// A buffer given to [`WalDecoder::feed_owned`] that the decoder no longer needs,
+    /// for the caller to fill again instead of allocating.
+    pub fn recycle(&mut self) -> Option<Vec<u8>> {
+        self.input.take_released()
+    }
+
+    /// Releases input no later record can need, so [`WalDecoder::recycle`] can
+    /// return it before the next feed.
+    pub fn release_consumed(&mut self) {
+        self.compact();
     }
 
     /// Says no more input will come: a record that needs more now ends the stream.
@@ -220,13 +242,7 @@ impl WalDecoder {
             Phase::FindFirst { page } => page,
             Phase::Read => self.next_rec - self.next_rec % self.page_size(),
         };
-        let drop = keep_from
-            .saturating_sub(self.input_lsn)
-            .min(self.input.len() as u64) as usize;
-        if drop > 0 && drop >= self.input.len() / 2 {
-            self.input.drain(..drop);
-            self.input_lsn += drop as u64;
-        }
+        self.input.release_before(keep_from);
     }
 
     fn page_size(&self) -> u64 {
@@ -255,7 +271,7 @@ impl WalDecoder {
                 (self.latest_page, self.latest_tli) = a.latest;
                 self.records += 1;
                 let bytes = match a.found {
-                    Found::Input(from, to) => &self.input[from..to],
+                    Found::Input(lsn, len) => self.input.get(lsn, len).unwrap_or(&[]),
                     Found::Assembled => &self.asm[..],
                 };
                 Next::Record(Record {
@@ -300,16 +316,16 @@ impl WalDecoder {
 
     /// Bytes of input at `[lsn, lsn+len)`, or a miss when not (yet) fed.
     fn bytes(&self, lsn: u64, len: usize) -> Result<&[u8], Miss> {
-        let from = lsn.checked_sub(self.input_lsn).map(|d| d as usize);
-        match from {
-            Some(from) if from + len <= self.input.len() => Ok(&self.input[from..from + len]),
-            Some(_) if !self.finished => Err(Miss::NeedInput),
-            _ => Err(Miss::Stop(Stop::EndOfInput { lsn: Lsn(lsn) })),
-        }
+        slice(&self.input, self.finished, lsn, len)
     }
 
     /// Reads and validates the header of the page at `page`, tracking the timeline.
     fn page_header(&mut self, page: u64, latest: &mut (u64, u32)) -> Result<PageHeader, Miss> {
+        if let Some((p, h)) = self.last_page {
+            if p == page && page <= latest.0 {
+                return Ok(h);
+            }
+        }
         let tli = self.tli_for_errors();
         let first = self.bytes(page, SHORT_PAGE_HEADER_LEN)?;
         let need = PageHeader::needed_len(first);
@@ -341,6 +357,7 @@ impl WalDecoder {
             }
             *latest = (page, h.tli);
         }
+        self.last_page = Some((page, h));
         Ok(h)
     }
 
@@ -376,12 +393,13 @@ impl WalDecoder {
         let ps = self.page_size();
         let mut header_bytes = 0u32;
         'restart: loop {
-            let page = rec - rec % ps;
+            // Page sizes are powers of two: masks, not divisions, on this hot path.
+            let page = rec & !(ps - 1);
             let h = self.page_header(page, &mut latest)?;
             let g = self.geom.unwrap_or_else(|| unreachable!());
             let hl = h.len() as u64;
             let tli = h.tli;
-            let mut off = rec % ps;
+            let mut off = rec & (ps - 1);
             if off == 0 {
                 rec += hl;
                 off = hl;
@@ -411,15 +429,16 @@ impl WalDecoder {
             }
             let on_page = ps - off;
             if u64::from(tot_len) <= on_page {
-                let from = (rec - self.input_lsn) as usize;
-                let bytes = self.bytes(rec, tot_len as usize)?;
+                let bytes = slice(&self.input, self.finished, rec, tot_len as usize)?;
                 let header = self.check_crc(rec, bytes, tli)?;
-                self.decode(rec, bytes_range_owned(from, tot_len), tli)?;
+                let bytes = slice(&self.input, self.finished, rec, tot_len as usize)?;
+                let decoded = decode_body(bytes, self.opts.blcksz, &mut self.body);
+                decoded.map_err(|d| self.err(rec, d, tli))?;
                 let mut next = rec + maxalign(u64::from(tot_len));
                 let padding = (maxalign(u64::from(tot_len)) - u64::from(tot_len)) as u32;
                 let tail = switch_tail(&header, &mut next, g.seg_size);
                 return Ok(Attempt {
-                    found: Found::Input(from, from + tot_len as usize),
+                    found: Found::Input(rec, tot_len as usize),
                     lsn: rec,
                     next,
                     header,
@@ -439,8 +458,8 @@ impl WalDecoder {
                 return Err(self.err(rec, Defect::RecordTooLong(tot_len), tli));
             }
             self.asm.clear();
-            let first = self.bytes(rec, on_page as usize)?.to_vec();
-            self.asm.extend_from_slice(&first);
+            let first = slice(&self.input, self.finished, rec, on_page as usize)?;
+            self.asm.extend_from_slice(first);
             let mut gotlen = on_page;
             let mut cont_page = page;
             let mut last_rem;
@@ -471,8 +490,8 @@ impl WalDecoder {
                 let chl = ch.len() as u64;
                 header_bytes += chl as u32;
                 let len = (ps - chl).min(u64::from(ch.rem_len));
-                let piece = self.bytes(cont_page + chl, len as usize)?.to_vec();
-                self.asm.extend_from_slice(&piece);
+                let piece = slice(&self.input, self.finished, cont_page + chl, len as usize)?;
+                self.asm.extend_from_slice(piece);
                 gotlen += len;
                 if !gotheader {
                     let hdr = RecordHeader::parse(&self.asm)
@@ -513,7 +532,7 @@ impl WalDecoder {
     /// True when every byte of a record of `tot_len` starting at `rec` has been fed.
     fn all_fed(&self, rec: u64, tot_len: u32, g: Geometry) -> bool {
         let ps = u64::from(g.page_size);
-        let end_of_input = self.input_lsn + self.input.len() as u64;
+        let end_of_input = self.input.end();
         let mut remaining = u64::from(tot_len).saturating_sub(ps - rec % ps);
         let mut page = rec - rec % ps;
         while remaining > 0 {
@@ -582,21 +601,33 @@ impl WalDecoder {
         Ok(header)
     }
 
-    fn decode(&mut self, rec: u64, range: (usize, usize), tli: u32) -> Result<(), Miss> {
-        let mut body = std::mem::take(&mut self.body);
-        let r = decode_body(&self.input[range.0..range.1], self.opts.blcksz, &mut body);
-        self.body = body;
-        r.map_err(|d| self.err(rec, d, tli))
-    }
-
     fn decode_owned(&mut self, rec: u64, bytes: &[u8], tli: u32) -> Result<(), Miss> {
         let r = decode_body(bytes, self.opts.blcksz, &mut self.body);
         r.map_err(|d| self.err(rec, d, tli))
     }
 }
 
-fn bytes_range_owned(from: usize, tot_len: u32) -> (usize, usize) {
-    (from, from + tot_len as usize)
+/// Input bytes `[lsn, lsn+len)`, a request for more input, or the end of input.
+fn slice(input: &Input, finished: bool, lsn: u64, len: usize) -> Result<&[u8], Miss> {
+    if let Some(b) = input.get(lsn, len) {
+        return Ok(b);
+    }
+    if lsn + len as u64 <= input.end() {
+        // Fed but not in one chunk: the input's invariant was broken.
+        return Err(Miss::Stop(Stop::Invalid(WalError {
+            lsn: Lsn(lsn),
+            segment: String::new(),
+            defect: Defect::Body(format!(
+                "internal error: {len} bytes at {} are not contiguous in the input",
+                Lsn(lsn)
+            )),
+        })));
+    }
+    if finished {
+        Err(Miss::Stop(Stop::EndOfInput { lsn: Lsn(lsn) }))
+    } else {
+        Err(Miss::NeedInput)
+    }
 }
 
 fn u32_le(b: &[u8]) -> u32 {

@@ -10,8 +10,10 @@
 pub mod consts;
 pub mod decoder;
 pub mod error;
+mod input;
 pub mod lsn;
 pub mod page;
+pub mod parallel;
 pub mod record;
 pub mod rmgr;
 pub mod version;

@@ -220,7 +220,6 @@ pub fn decode_body(record: &[u8], blcksz: usize, body: &mut Body) -> Result<(), 
     let mut datatotal: u64 = 0;
     let mut max_block_id: i32 = -1;
     let mut last_rel: Option<RelFileLocator> = None;
-    let mut sizes: Vec<(u64, u64)> = Vec::new();
     while remaining(&r) > datatotal {
         let id = r.u8()?;
         match id {
@@ -277,18 +276,15 @@ pub fn decode_body(record: &[u8], blcksz: usize, body: &mut Body) -> Result<(), 
                     })?
                 };
                 let blkno = r.u32()?;
-                sizes.push((
-                    image.map_or(0, |i| u64::from(i.length)),
-                    u64::from(data_len),
-                ));
+                // Lengths for now; the pass below turns them into positions.
                 body.blocks.push(BlockRef {
                     id,
                     fork_flags,
                     image,
                     rel,
                     blkno,
-                    image_range: 0..0,
-                    data_range: 0..0,
+                    image_range: 0..image.map_or(0, |i| usize::from(i.length)),
+                    data_range: 0..usize::from(data_len),
                 });
             }
             _ => return Err(Defect::Body(format!("invalid block_id {id}"))),
@@ -299,8 +295,8 @@ pub fn decode_body(record: &[u8], blcksz: usize, body: &mut Body) -> Result<(), 
     }
     // Payload order: for each block, its image then its data; then the main data.
     let mut at = r.pos;
-    for (blk, (img, data)) in body.blocks.iter_mut().zip(sizes) {
-        let (img, data) = (img as usize, data as usize);
+    for blk in body.blocks.iter_mut() {
+        let (img, data) = (blk.image_range.end, blk.data_range.end);
         blk.image_range = at..at + img;
         at += img;
         blk.data_range = at..at + data;

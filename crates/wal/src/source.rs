@@ -200,42 +200,74 @@ impl SegmentSet {
                 ..opts
             },
         );
+        let seg = self.geometry.seg_size;
         let mut next_file = 0usize;
-        let mut buf = Vec::new();
         let mut size_defect: Option<WalError> = None;
-        let stop = loop {
-            match dec.next_record() {
-                Next::Record(r) => on_record(&r, self),
-                Next::Stopped(s) => break s,
-                Next::NeedInput => {
-                    if next_file == self.files.len() || size_defect.is_some() {
-                        dec.finish_input();
-                        continue;
-                    }
-                    let path = &self.files[next_file];
-                    on_file(next_file);
+        // A second thread reads the files ahead, so the kernel's copy of the next
+        // segment overlaps the decoding of this one; buffers go to the decoder whole.
+        let stop = std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<std::io::Result<Vec<u8>>>(1);
+            let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+            let files = &self.files;
+            scope.spawn(move || {
+                for path in files {
+                    // Reuse a buffer the decoder is done with: no page faults to fill it.
+                    let mut buf = back_rx
+                        .try_recv()
+                        .unwrap_or_else(|_| Vec::with_capacity(seg as usize));
                     buf.clear();
-                    File::open(path)
+                    let r = File::open(path)
                         .and_then(|mut f| f.read_to_end(&mut buf))
-                        .map_err(|e| io(path, e))?;
-                    let seg = self.geometry.seg_size;
-                    if buf.len() as u64 != seg {
-                        let at = Lsn(self.start.0 + next_file as u64 * seg + buf.len() as u64);
-                        size_defect = Some(WalError {
-                            lsn: at,
-                            segment: file_label(path),
-                            defect: Defect::FileSize {
-                                found: buf.len() as u64,
-                                expected: seg,
-                            },
-                        });
-                        buf.truncate(seg as usize);
+                        .map(|_| buf);
+                    if tx.send(r).is_err() {
+                        return;
                     }
-                    dec.feed(&buf);
-                    next_file += 1;
+                }
+            });
+            loop {
+                match dec.next_record() {
+                    Next::Record(r) => on_record(&r, self),
+                    Next::Stopped(s) => return Ok(s),
+                    Next::NeedInput => {
+                        if next_file == self.files.len() || size_defect.is_some() {
+                            dec.finish_input();
+                            continue;
+                        }
+                        let path = &self.files[next_file];
+                        on_file(next_file);
+                        // Hand back what is consumed before waiting, so the reader
+                        // refills an old buffer instead of faulting in a new one.
+                        dec.release_consumed();
+                        while let Some(b) = dec.recycle() {
+                            let _ = back_tx.send(b);
+                        }
+                        let mut buf = match rx.recv() {
+                            Ok(r) => r.map_err(|e| io(path, e))?,
+                            Err(_) => {
+                                return Err(io(path, std::io::Error::other("reader thread ended")))
+                            }
+                        };
+                        if buf.len() as u64 != seg {
+                            let at = Lsn(self.start.0 + next_file as u64 * seg + buf.len() as u64);
+                            size_defect = Some(WalError {
+                                lsn: at,
+                                segment: file_label(path),
+                                defect: Defect::FileSize {
+                                    found: buf.len() as u64,
+                                    expected: seg,
+                                },
+                            });
+                            buf.truncate(seg as usize);
+                        }
+                        dec.feed_owned(buf);
+                        while let Some(b) = dec.recycle() {
+                            let _ = back_tx.send(b);
+                        }
+                        next_file += 1;
+                    }
                 }
             }
-        };
+        })?;
         // A short file ends the input early: report the size, not "end of input".
         let stop = match (stop, size_defect) {
             (Stop::EndOfInput { .. }, Some(e)) => Stop::Invalid(e),

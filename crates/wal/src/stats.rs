@@ -106,13 +106,12 @@ impl WalStats {
         if r.header.is_switch() {
             self.switches += 1;
         }
-        let last = r.last_byte_lsn();
-        if r.lsn.page_start(u64::from(self.geometry.page_size))
-            != last.page_start(u64::from(self.geometry.page_size))
-        {
+        // Sizes are powers of two: compare with XOR and masks instead of dividing.
+        let (first, last) = (r.lsn.0, r.last_byte_lsn().0);
+        if (first ^ last) >= u64::from(self.geometry.page_size) {
             self.records_crossing_pages += 1;
         }
-        if r.lsn.segno(self.geometry.seg_size) != last.segno(self.geometry.seg_size) {
+        if (first ^ last) >= self.geometry.seg_size {
             self.records_crossing_segments += 1;
         }
         let s = &mut self.rmgrs[usize::from(r.header.rmid)];
@@ -132,6 +131,42 @@ impl WalStats {
                 }
             }
         }
+    }
+
+    /// Adds the statistics of the WAL that directly follows `self`'s (a later
+    /// partition of a parallel read).
+    pub fn merge(&mut self, next: &WalStats) {
+        if next.start_lsn == Lsn::INVALID {
+            return;
+        }
+        if self.start_lsn == Lsn::INVALID {
+            let keep_files = (self.segments, self.file_bytes);
+            *self = next.clone();
+            (self.segments, self.file_bytes) = keep_files;
+            return;
+        }
+        // Between our last record's end and its first record there is only the page
+        // header a sequential read would have counted with that first record.
+        self.page_header_bytes += next.page_header_bytes + (next.start_lsn.0 - self.end_lsn.0);
+        self.end_lsn = next.end_lsn;
+        for (a, b) in self.rmgrs.iter_mut().zip(&next.rmgrs) {
+            a.records += b.records;
+            a.record_bytes += b.record_bytes;
+            a.fpi_bytes += b.fpi_bytes;
+            a.fpi_count += b.fpi_count;
+        }
+        for (a, b) in self.images.iter_mut().zip(&next.images) {
+            a.count += b.count;
+            a.stored_bytes += b.stored_bytes;
+            a.raw_bytes += b.raw_bytes;
+            a.hole_bytes += b.hole_bytes;
+            a.verify_only += b.verify_only;
+        }
+        self.padding_bytes += next.padding_bytes;
+        self.switch_tail_bytes += next.switch_tail_bytes;
+        self.switches += next.switches;
+        self.records_crossing_pages += next.records_crossing_pages;
+        self.records_crossing_segments += next.records_crossing_segments;
     }
 
     /// Total over all resource managers.

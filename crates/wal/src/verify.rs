@@ -54,54 +54,70 @@ impl std::fmt::Display for Corruption {
 /// Outcome of [`verify`].
 pub type VerifyResult = Result<VerifyReport, Corruption>;
 
-/// Verifies a run of segments. I/O and input-selection problems are the outer error;
-/// the inner result says whether the WAL is sound.
-pub fn verify(set: &SegmentSet, opts: DecoderOptions) -> Result<VerifyResult, SourceError> {
-    verify_with_progress(set, opts, &mut |_| {})
-}
-
-/// [`verify`], calling `on_file` with each file's index as it is read.
-pub fn verify_with_progress(
+/// Verifies a run of segments, on `threads` threads (the result does not depend on
+/// it). I/O and input-selection problems are the outer error; the inner result says
+/// whether the WAL is sound.
+pub fn verify(
     set: &SegmentSet,
     opts: DecoderOptions,
-    on_file: &mut dyn FnMut(usize),
+    threads: usize,
 ) -> Result<VerifyResult, SourceError> {
-    let mut dec = BlockDecompressor::new().map_err(|e| SourceError::NotWal {
-        path: set.files[0].clone(),
-        reason: format!("cannot create decompressors: {e}"),
-    })?;
-    let mut report = VerifyReport {
-        segments: set.files.len(),
-        ..VerifyReport::default()
-    };
-    let mut first_bad: Option<Corruption> = None;
-    let mut scratch = Vec::new();
     let seg = set.geometry.seg_size;
-    let summary = set.read_with_progress(
+    let read = set.read_parallel(
         opts,
-        &mut |r: &Record<'_>, _| {
-            if first_bad.is_some() {
+        threads,
+        |_| Acc {
+            dec: BlockDecompressor::new().ok(),
+            scratch: Vec::new(),
+            report: VerifyReport::default(),
+            first_bad: None,
+        },
+        |acc, r| {
+            if acc.first_bad.is_some() {
                 return;
             }
-            if report.records == 0 {
-                report.start_lsn = r.lsn;
+            if acc.report.records == 0 {
+                acc.report.start_lsn = r.lsn;
             }
-            report.records += 1;
-            report.end_lsn = r.next_lsn;
-            if let Err(d) = check_images(r, opts.blcksz, &mut dec, &mut scratch, &mut report) {
-                first_bad = Some(Corruption {
+            acc.report.records += 1;
+            acc.report.end_lsn = r.next_lsn;
+            let Some(dec) = acc.dec.as_mut() else {
+                acc.first_bad = Some(Corruption {
+                    file: String::new(),
+                    lsn: r.lsn,
+                    what: "cannot create decompressors".into(),
+                });
+                return;
+            };
+            if let Err(d) = check_images(r, opts.blcksz, dec, &mut acc.scratch, &mut acc.report) {
+                acc.first_bad = Some(Corruption {
                     file: SegmentName::containing(r.tli, r.lsn, seg).file_name(seg),
                     lsn: r.lsn,
                     what: d.to_string(),
                 });
             }
         },
-        &mut |i| on_file(i),
     )?;
-    if let Some(c) = first_bad {
-        return Ok(Err(c));
+    let mut report = VerifyReport {
+        segments: set.files.len(),
+        ..VerifyReport::default()
+    };
+    for part in read.parts {
+        if let Some(c) = part.first_bad {
+            return Ok(Err(c));
+        }
+        if report.records == 0 {
+            report.start_lsn = part.report.start_lsn;
+        }
+        if part.report.records > 0 {
+            report.end_lsn = part.report.end_lsn;
+        }
+        report.records += part.report.records;
+        for (a, b) in report.images.iter_mut().zip(part.report.images) {
+            *a += b;
+        }
     }
-    match summary.stop {
+    match read.summary.stop {
         Stop::EndOfInput { lsn } => {
             report.end = format!("end of input at {lsn}");
             Ok(Ok(report))
@@ -114,6 +130,14 @@ pub fn verify_with_progress(
             Some(c) => Ok(Err(c)),
         },
     }
+}
+
+/// What each partition of a parallel verification keeps.
+struct Acc {
+    dec: Option<BlockDecompressor>,
+    scratch: Vec<u8>,
+    report: VerifyReport,
+    first_bad: Option<Corruption>,
 }
 
 fn to_codec(m: ImageMethod) -> Method {

@@ -1,0 +1,287 @@
+//! Reading a run of segments on several cores with the result of a sequential read.
+//!
+//! Partition k (a contiguous range of files) starts as `XLogFindNextRecord` does at
+//! its first segment, and reads on past its range until the first record that
+//! starts beyond it, with every sequential check. Partition k+1 is accepted only if
+//! its first record is exactly that record; partition k having read it with the
+//! prev-link and CRC checks of a sequential reader, the two joined give what one
+//! reader would have seen. If partition k stops (end of WAL or damage), later
+//! partitions are dropped, as a sequential reader would never reach them. Any
+//! disagreement falls back to one sequential read.
+
+use crate::decoder::{DecoderOptions, Next, Record, Stop, WalDecoder};
+use crate::error::{Defect, WalError};
+use crate::lsn::Lsn;
+use crate::source::{ReadSummary, SegmentSet, SourceError};
+use std::fs::File;
+use std::io::Read;
+
+/// What [`SegmentSet::read_parallel`] returns: one accumulator per accepted
+/// partition, in stream order, and how reading ended.
+#[derive(Debug)]
+pub struct ParallelRead<A> {
+    /// Accumulators of the partitions whose records count, in order.
+    pub parts: Vec<A>,
+    /// How the whole read ended.
+    pub summary: ReadSummary,
+}
+
+struct Part<A> {
+    acc: A,
+    /// First record counted, if any.
+    first: Option<Lsn>,
+    /// The first record at or beyond the range's end: where the next partition must start.
+    boundary_record: Option<Lsn>,
+    /// Set when the decoder stopped before reaching the range's end.
+    stop: Option<Stop>,
+    records: u64,
+    files_read: usize,
+}
+
+impl SegmentSet {
+    /// Reads every record like [`SegmentSet::read`], on up to `threads` threads.
+    /// `init(i)` makes the accumulator of partition `i`; `on_record` may run on any
+    /// thread, for the records of one partition in order.
+    pub fn read_parallel<A, I, F>(
+        &self,
+        opts: DecoderOptions,
+        threads: usize,
+        init: I,
+        on_record: F,
+    ) -> Result<ParallelRead<A>, SourceError>
+    where
+        A: Send,
+        I: Fn(usize) -> A + Sync,
+        F: Fn(&mut A, &Record<'_>) + Sync,
+    {
+        let n = self.files.len();
+        let parts_wanted = threads.clamp(1, n.max(1));
+        if parts_wanted <= 1 || n < 2 * parts_wanted {
+            return self.read_sequential_into(opts, &init, &on_record);
+        }
+        let bounds: Vec<(usize, usize)> = (0..parts_wanted)
+            .map(|i| (i * n / parts_wanted, (i + 1) * n / parts_wanted))
+            .collect();
+        let results: Vec<Result<Part<A>, SourceError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = bounds
+                .iter()
+                .enumerate()
+                .map(|(i, &(a, b))| {
+                    let init = &init;
+                    let on_record = &on_record;
+                    scope.spawn(move || self.read_range(opts, a, b, init(i), on_record))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(SourceError::Wal(internal("a reader thread panicked")))
+                    })
+                })
+                .collect()
+        });
+        let mut parts = Vec::new();
+        let mut records = 0;
+        let mut files_read = 0;
+        let mut expected_first: Option<Lsn> = None;
+        let mut final_stop = None;
+        for (i, r) in results.into_iter().enumerate() {
+            let p = r?;
+            if i > 0 && p.first != expected_first {
+                // The partitions disagree about where records start: trust one reader.
+                return self.read_sequential_into(opts, &init, &on_record);
+            }
+            records += p.records;
+            files_read = files_read.max(bounds[i].0 + p.files_read);
+            expected_first = p.boundary_record;
+            let stop = p.stop.clone();
+            parts.push(p.acc);
+            if let Some(s) = stop {
+                final_stop = Some(s);
+                break;
+            }
+        }
+        let stop = match final_stop {
+            Some(s) => s,
+            // The last partition always runs to a stop: it has no range end to reach.
+            None => return self.read_sequential_into(opts, &init, &on_record),
+        };
+        Ok(ParallelRead {
+            parts,
+            summary: ReadSummary {
+                stop,
+                records,
+                files_read,
+            },
+        })
+    }
+
+    fn read_sequential_into<A, I, F>(
+        &self,
+        opts: DecoderOptions,
+        init: &I,
+        on_record: &F,
+    ) -> Result<ParallelRead<A>, SourceError>
+    where
+        I: Fn(usize) -> A,
+        F: Fn(&mut A, &Record<'_>),
+    {
+        let mut acc = init(0);
+        let summary = self.read(opts, |r, _| on_record(&mut acc, r))?;
+        Ok(ParallelRead {
+            parts: vec![acc],
+            summary,
+        })
+    }
+
+    /// Reads the records that start in files `[a, b)` (all of them when `b` is the
+    /// last file), feeding later files as a record crossing the end needs them.
+    fn read_range<A, F>(
+        &self,
+        opts: DecoderOptions,
+        a: usize,
+        b: usize,
+        acc: A,
+        on_record: &F,
+    ) -> Result<Part<A>, SourceError>
+    where
+        F: Fn(&mut A, &Record<'_>),
+    {
+        let seg = self.geometry.seg_size;
+        let start = Lsn(self.start.0 + a as u64 * seg);
+        let end = if b == self.files.len() {
+            u64::MAX
+        } else {
+            self.start.0 + b as u64 * seg
+        };
+        let mut dec = WalDecoder::new(
+            start,
+            DecoderOptions {
+                tli: self.tli,
+                ..opts
+            },
+        );
+        let mut part = Part {
+            acc,
+            first: None,
+            boundary_record: None,
+            stop: None,
+            records: 0,
+            files_read: 0,
+        };
+        let mut next = a;
+        let mut size_defect: Option<WalError> = None;
+        // The file being read and how much of it was fed: pieces of PIECE bytes keep
+        // few buffers alive (and faulted in) whatever the segment size.
+        let mut reader: Option<(File, u64)> = None;
+        loop {
+            match dec.next_record() {
+                Next::Record(r) => {
+                    if r.lsn.0 >= end {
+                        part.boundary_record = Some(r.lsn);
+                        break;
+                    }
+                    if part.first.is_none() {
+                        part.first = Some(r.lsn);
+                    }
+                    part.records += 1;
+                    on_record(&mut part.acc, &r);
+                }
+                Next::Stopped(s) => {
+                    part.stop = Some(match (s, size_defect.take()) {
+                        (Stop::EndOfInput { .. }, Some(e)) => Stop::Invalid(e),
+                        (s, _) => s,
+                    });
+                    break;
+                }
+                Next::NeedInput => {
+                    if size_defect.is_some() {
+                        dec.finish_input();
+                        continue;
+                    }
+                    if reader.is_none() {
+                        if next == self.files.len() {
+                            dec.finish_input();
+                            continue;
+                        }
+                        let path = &self.files[next];
+                        let f = File::open(path).map_err(|source| SourceError::Io {
+                            path: path.clone(),
+                            source,
+                        })?;
+                        reader = Some((f, 0u64));
+                        next += 1;
+                        part.files_read = next - a;
+                    }
+                    let path = &self.files[next - 1];
+                    dec.release_consumed();
+                    let mut buf = dec.recycle().unwrap_or_else(|| Vec::with_capacity(PIECE));
+                    buf.clear();
+                    let Some((f, done)) = reader.as_mut() else {
+                        continue;
+                    };
+                    let want = PIECE.min((seg - *done) as usize);
+                    let got = f
+                        .take(want as u64)
+                        .read_to_end(&mut buf)
+                        .map_err(|source| SourceError::Io {
+                            path: path.clone(),
+                            source,
+                        })?;
+                    *done += got as u64;
+                    if got < want {
+                        size_defect = Some(WalError {
+                            lsn: Lsn(self.start.0 + (next - 1) as u64 * seg + *done),
+                            segment: path
+                                .file_name()
+                                .and_then(|n| n.to_str())
+                                .unwrap_or("?")
+                                .to_string(),
+                            defect: Defect::FileSize {
+                                found: *done,
+                                expected: seg,
+                            },
+                        });
+                    } else if *done == seg {
+                        // A file longer than a segment is damaged too.
+                        let mut probe = [0u8; 1];
+                        if f.read(&mut probe).map_err(|source| SourceError::Io {
+                            path: path.clone(),
+                            source,
+                        })? > 0
+                        {
+                            let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(seg + 1);
+                            size_defect = Some(WalError {
+                                lsn: Lsn(self.start.0 + (next - 1) as u64 * seg + seg),
+                                segment: path
+                                    .file_name()
+                                    .and_then(|n| n.to_str())
+                                    .unwrap_or("?")
+                                    .to_string(),
+                                defect: Defect::FileSize {
+                                    found: len,
+                                    expected: seg,
+                                },
+                            });
+                        }
+                        reader = None;
+                    }
+                    dec.feed_owned(buf);
+                }
+            }
+        }
+        Ok(part)
+    }
+}
+
+/// Bytes read and fed at a time: a multiple of 64 KiB, so the decoder shares them.
+const PIECE: usize = 1 << 20;
+
+fn internal(what: &str) -> WalError {
+    WalError {
+        lsn: Lsn::INVALID,
+        segment: String::new(),
+        defect: Defect::Body(format!("internal error: {what}")),
+    }
+}
