@@ -1,0 +1,63 @@
+//! Progress on stderr: a spinner on a terminal, plain step lines otherwise (logs, CI, tests).
+
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+/// Reports what the demo is doing; never writes to stdout.
+pub struct Progress {
+    /// The spinner, when stderr is a terminal.
+    bar: Option<ProgressBar>,
+    /// When the demo started, for the timestamps of plain lines.
+    start: Instant,
+}
+
+impl Progress {
+    /// A spinner when stderr is a terminal, plain lines when it is not.
+    pub fn new() -> Progress {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new_spinner();
+            if let Ok(style) = ProgressStyle::with_template("{spinner} [{elapsed:>3}] {msg}") {
+                bar.set_style(style);
+            }
+            bar.enable_steady_tick(Duration::from_millis(100));
+            bar
+        });
+        Progress {
+            bar,
+            start: Instant::now(),
+        }
+    }
+
+    /// Announces the step now under way.
+    pub fn step(&self, msg: impl Into<String>) {
+        let msg = msg.into();
+        match &self.bar {
+            Some(bar) => bar.set_message(msg),
+            None => eprintln!("{}{msg}", self.prefix()),
+        }
+    }
+
+    /// Prints a line that stays (a finished run), above the spinner if there is one.
+    pub fn note(&self, msg: impl AsRef<str>) {
+        match &self.bar {
+            Some(bar) => bar.println(format!("  {}", msg.as_ref())),
+            None => eprintln!("{}{}", self.prefix(), msg.as_ref()),
+        }
+    }
+
+    /// Removes the spinner before the results are printed.
+    pub fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+
+    /// `pgcompress demo [  3.2s] ` for plain lines.
+    fn prefix(&self) -> String {
+        format!(
+            "pgcompress demo [{:>5.1}s] ",
+            self.start.elapsed().as_secs_f64()
+        )
+    }
+}

@@ -1,0 +1,81 @@
+//! `pgcompress demo` end to end: the built binary against a real throwaway PostgreSQL.
+
+use serde_json::Value;
+use std::process::{Command, Output};
+
+/// Runs the built `pgcompress` with `args`.
+fn pgcompress(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pgcompress"));
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("pgcompress runs")
+}
+
+/// A field of a run as an unsigned integer.
+fn num(run: &Value, field: &str) -> u64 {
+    run[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{field} missing or not an integer in {run}"))
+}
+
+#[test]
+fn demo_json_compares_the_four_settings() {
+    let out = pgcompress(
+        &["demo", "--json", "--scale", "1", "--transactions", "200"],
+        &[],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "demo failed: {stderr}");
+    // Progress goes to stderr; stdout is exactly one JSON object.
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON object ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    let runs = doc["runs"].as_array().expect("a runs array");
+    let settings: Vec<&str> = runs.iter().filter_map(|r| r["setting"].as_str()).collect();
+    assert_eq!(settings, ["off", "pglz", "lz4", "zstd"]);
+    for r in runs {
+        // A run starts right after a checkpoint, so its first change to each page writes an image.
+        assert!(num(r, "fpi_count") > 0, "{r}");
+        assert!(num(r, "wal_bytes") > 0, "{r}");
+        assert!(num(r, "lsn_bytes") > 0, "{r}");
+        assert!(num(r, "record_bytes") > 0, "{r}");
+        assert_eq!(
+            num(r, "wal_bytes"),
+            num(r, "record_bytes") + num(r, "fpi_bytes"),
+            "{r}"
+        );
+        assert!(r["tps"].as_f64().is_some_and(|t| t > 0.0), "{r}");
+        assert!(r["duration_s"].as_f64().is_some_and(|d| d > 0.0), "{r}");
+        if r["setting"] == "off" {
+            assert_eq!(num(r, "fpi_bytes"), num(r, "fpi_raw_bytes"), "{r}");
+        } else {
+            // pgbench pages are mostly repetitive filler; every method shrinks them.
+            assert!(num(r, "fpi_bytes") < num(r, "fpi_raw_bytes"), "{r}");
+        }
+    }
+}
+
+#[test]
+fn demo_without_postgres_says_what_to_do() {
+    let out = pgcompress(
+        &["demo", "--json"],
+        &[("PGCOMPRESS_PG_BINDIR", "/nonexistent/pgcompress-demo-test")],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        stderr.contains("PGCOMPRESS_PG_BINDIR")
+            && stderr.contains("not a PostgreSQL bin directory"),
+        "{stderr}"
+    );
+}
