@@ -19,6 +19,9 @@ pub enum Command {
     /// Read real WAL: statistics and verification.
     #[command(subcommand)]
     Wal(WalCommand),
+    /// Benchmarks against the tools DBAs use today, measured in the same run.
+    #[command(subcommand)]
+    Bench(BenchCommand),
     /// Run a throwaway cluster under each wal_compression setting and compare.
     Demo(DemoArgs),
 }
@@ -95,6 +98,32 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub clients: u32,
     /// Print one JSON object instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// `pgcompress wal stats` against `pg_waldump --stats` on the same segments.
+    #[command(
+        after_help = "Without PATH, writes --wal-mb of WAL (16 MB segments) on a throwaway cluster first.\n\n\
+Examples:\n  pgcompress bench read\n  pgcompress bench read --runs 9 /archive/wal"
+    )]
+    Read(BenchReadArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchReadArgs {
+    /// Segments to read (a directory or files); default: WAL written for the purpose.
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// MB of WAL to write when no PATH is given.
+    #[arg(long, default_value_t = 320)]
+    pub wal_mb: u64,
+    /// Timed runs of each command, alternating, after one warm-up run each.
+    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub runs: u32,
+    /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
 }

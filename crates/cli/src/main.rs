@@ -5,6 +5,7 @@
 //! unreadable input.
 
 mod args;
+mod bench;
 mod demo;
 mod output;
 mod walcmd;
@@ -18,6 +19,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         args::Command::Wal(w) => walcmd::run(w),
         args::Command::Demo(d) => demo::run(d),
+        args::Command::Bench(b) => bench::run(b),
     };
     match result {
         Ok(code) => code,
