@@ -26,16 +26,16 @@ pub struct ParallelRead<A> {
     pub summary: ReadSummary,
 }
 
-struct Part<A> {
-    acc: A,
+pub(crate) struct Part<A> {
+    pub(crate) acc: A,
     /// First record counted, if any.
-    first: Option<Lsn>,
+    pub(crate) first: Option<Lsn>,
     /// The first record at or beyond the range's end: where the next partition must start.
-    boundary_record: Option<Lsn>,
+    pub(crate) boundary_record: Option<Lsn>,
     /// Set when the decoder stopped before reaching the range's end.
-    stop: Option<Stop>,
-    records: u64,
-    files_read: usize,
+    pub(crate) stop: Option<Stop>,
+    pub(crate) records: u64,
+    pub(crate) files_read: usize,
 }
 
 impl SegmentSet {
@@ -69,7 +69,8 @@ impl SegmentSet {
                 .map(|(i, &(a, b))| {
                     let init = &init;
                     let on_record = &on_record;
-                    scope.spawn(move || self.read_range(opts, a, b, init(i), on_record))
+                    scope
+                        .spawn(move || self.read_range(opts, a, b, init(i), on_record, &mut |_| {}))
                 })
                 .collect();
             handles
@@ -137,16 +138,18 @@ impl SegmentSet {
 
     /// Reads the records that start in files `[a, b)` (all of them when `b` is the
     /// last file), feeding later files as a record crossing the end needs them.
-    fn read_range<A, F>(
+    pub(crate) fn read_range<A, F, P>(
         &self,
         opts: DecoderOptions,
         a: usize,
         b: usize,
         acc: A,
         on_record: &F,
+        on_file: &mut P,
     ) -> Result<Part<A>, SourceError>
     where
         F: Fn(&mut A, &Record<'_>),
+        P: FnMut(usize),
     {
         let seg = self.geometry.seg_size;
         let start = Lsn(self.start.0 + a as u64 * seg);
@@ -206,6 +209,7 @@ impl SegmentSet {
                             continue;
                         }
                         let path = &self.files[next];
+                        on_file(next);
                         let f = File::open(path).map_err(|source| SourceError::Io {
                             path: path.clone(),
                             source,

@@ -2,8 +2,8 @@
 //! feeds them to a [`WalDecoder`] in order.
 
 use crate::consts::LONG_PAGE_HEADER_LEN;
-use crate::decoder::{DecoderOptions, Next, Record, Stop, WalDecoder};
-use crate::error::{Defect, WalError};
+use crate::decoder::{DecoderOptions, Record, Stop};
+use crate::error::WalError;
 use crate::lsn::{is_segment_file_name, Lsn, SegmentName};
 use crate::page::{Geometry, PageHeader};
 use std::fs::File;
@@ -169,8 +169,8 @@ impl SegmentSet {
     }
 
     /// Reads every record, in order, calling `on_record` for each, and returns why
-    /// reading stopped. Files are read whole; a file whose size is not the segment
-    /// size stops the stream with a [`Defect::FileSize`] at its end.
+    /// reading stopped. Files are read in pieces; a file whose size is not the
+    /// segment size stops the stream with a [`crate::Defect::FileSize`] at its end.
     pub fn read<F>(
         &self,
         opts: DecoderOptions,
@@ -182,7 +182,7 @@ impl SegmentSet {
         self.read_with_progress(opts, &mut on_record, &mut |_| {})
     }
 
-    /// Like [`SegmentSet::read`], also calling `on_file` with each file's index as it is read.
+    /// Like [`SegmentSet::read`], also calling `on_file` with each file's index as it is opened.
     pub fn read_with_progress<F, P>(
         &self,
         opts: DecoderOptions,
@@ -193,90 +193,19 @@ impl SegmentSet {
         F: FnMut(&Record<'_>, &SegmentSet),
         P: FnMut(usize),
     {
-        let mut dec = WalDecoder::new(
-            self.start,
-            DecoderOptions {
-                tli: self.tli,
-                ..opts
-            },
-        );
-        let seg = self.geometry.seg_size;
-        let mut next_file = 0usize;
-        let mut size_defect: Option<WalError> = None;
-        // A second thread reads the files ahead, so the kernel's copy of the next
-        // segment overlaps the decoding of this one; buffers go to the decoder whole.
-        let stop = std::thread::scope(|scope| {
-            let (tx, rx) = std::sync::mpsc::sync_channel::<std::io::Result<Vec<u8>>>(1);
-            let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<u8>>();
-            let files = &self.files;
-            scope.spawn(move || {
-                for path in files {
-                    // Reuse a buffer the decoder is done with: no page faults to fill it.
-                    let mut buf = back_rx
-                        .try_recv()
-                        .unwrap_or_else(|_| Vec::with_capacity(seg as usize));
-                    buf.clear();
-                    let r = File::open(path)
-                        .and_then(|mut f| f.read_to_end(&mut buf))
-                        .map(|_| buf);
-                    if tx.send(r).is_err() {
-                        return;
-                    }
-                }
-            });
-            loop {
-                match dec.next_record() {
-                    Next::Record(r) => on_record(&r, self),
-                    Next::Stopped(s) => return Ok(s),
-                    Next::NeedInput => {
-                        if next_file == self.files.len() || size_defect.is_some() {
-                            dec.finish_input();
-                            continue;
-                        }
-                        let path = &self.files[next_file];
-                        on_file(next_file);
-                        // Hand back what is consumed before waiting, so the reader
-                        // refills an old buffer instead of faulting in a new one.
-                        dec.release_consumed();
-                        while let Some(b) = dec.recycle() {
-                            let _ = back_tx.send(b);
-                        }
-                        let mut buf = match rx.recv() {
-                            Ok(r) => r.map_err(|e| io(path, e))?,
-                            Err(_) => {
-                                return Err(io(path, std::io::Error::other("reader thread ended")))
-                            }
-                        };
-                        if buf.len() as u64 != seg {
-                            let at = Lsn(self.start.0 + next_file as u64 * seg + buf.len() as u64);
-                            size_defect = Some(WalError {
-                                lsn: at,
-                                segment: file_label(path),
-                                defect: Defect::FileSize {
-                                    found: buf.len() as u64,
-                                    expected: seg,
-                                },
-                            });
-                            buf.truncate(seg as usize);
-                        }
-                        dec.feed_owned(buf);
-                        while let Some(b) = dec.recycle() {
-                            let _ = back_tx.send(b);
-                        }
-                        next_file += 1;
-                    }
-                }
-            }
-        })?;
-        // A short file ends the input early: report the size, not "end of input".
-        let stop = match (stop, size_defect) {
-            (Stop::EndOfInput { .. }, Some(e)) => Stop::Invalid(e),
-            (s, _) => s,
-        };
+        let part = self.read_range(
+            opts,
+            0,
+            self.files.len(),
+            on_record,
+            &mut |acc: &mut &mut F, r| acc(r, self),
+            on_file,
+        )?;
+        let stop = part.stop.unwrap_or(Stop::EndOfInput { lsn: Lsn::INVALID });
         Ok(ReadSummary {
             stop,
-            records: dec.records_read(),
-            files_read: next_file,
+            records: part.records,
+            files_read: part.files_read,
         })
     }
 }
@@ -297,13 +226,6 @@ fn io(path: &Path, source: std::io::Error) -> SourceError {
         path: path.to_path_buf(),
         source,
     }
-}
-
-fn file_label(path: &Path) -> String {
-    path.file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("?")
-        .to_string()
 }
 
 fn read_first_page(path: &Path) -> Result<PageHeader, SourceError> {
