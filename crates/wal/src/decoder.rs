@@ -373,6 +373,9 @@ impl WalDecoder {
             if h.is_contrecord() {
                 if maxalign(u64::from(h.rem_len)) >= ps - hl {
                     self.phase = Phase::FindFirst { page: page + ps };
+                    // This page is not read again: keep its timeline (latestPageTLI),
+                    // or a wait for input here would forget it.
+                    (self.latest_page, self.latest_tli) = latest;
                     continue;
                 }
                 self.next_rec = page + hl + maxalign(u64::from(h.rem_len));
