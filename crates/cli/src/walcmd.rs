@@ -12,6 +12,7 @@ pub fn run(cmd: WalCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         WalCommand::Stats(a) => stats(a),
         WalCommand::Verify(a) => verify(a),
+        WalCommand::Advise(a) => crate::advise::run(a),
     }
 }
 
@@ -24,6 +25,22 @@ fn options(input: &WalInput) -> anyhow::Result<DecoderOptions> {
         blcksz: b,
         ..DecoderOptions::default()
     })
+}
+
+/// A progress bar over segment files on stderr; drawn only on a terminal and for
+/// inputs large enough to take a moment.
+fn progress(set: &SegmentSet, what: &str) -> indicatif::ProgressBar {
+    let big = set.files.len() as u64 * set.geometry.seg_size >= 1 << 30;
+    if !big || !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(set.files.len() as u64);
+    let style =
+        indicatif::ProgressStyle::with_template("{msg} {bar:40} {pos}/{len} segments, {elapsed}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+    bar.set_style(style);
+    bar.set_message(what.to_string());
+    bar
 }
 
 /// Threads to read with: `--threads`, or one per CPU.
@@ -39,12 +56,15 @@ pub fn collect_stats(input: &WalInput) -> anyhow::Result<WalStats> {
     let opts = options(input)?;
     let set = SegmentSet::from_paths(&input.paths)?;
     let threads = threads(input);
-    let read = set.read_parallel(
+    let bar = progress(&set, "reading");
+    let read = set.read_parallel_with_progress(
         opts,
         threads,
         |_| WalStats::new(set.geometry, opts.blcksz),
         |s, r| s.add(r),
+        &|_| bar.inc(1),
     )?;
+    bar.finish_and_clear();
     let mut stats = WalStats::new(set.geometry, opts.blcksz);
     for part in &read.parts {
         stats.merge(part);
@@ -192,7 +212,9 @@ fn print_extras(s: &WalStats) {
 fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
     let opts = options(&a.input)?;
     let set = SegmentSet::from_paths(&a.input.paths)?;
-    let result = wal::verify::verify(&set, opts, threads(&a.input))?;
+    let bar = progress(&set, "verifying");
+    let result = wal::verify::verify_with_progress(&set, opts, threads(&a.input), &|_| bar.inc(1))?;
+    bar.finish_and_clear();
     match result {
         Ok(r) => {
             if a.json {

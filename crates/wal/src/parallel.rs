@@ -54,10 +54,28 @@ impl SegmentSet {
         I: Fn(usize) -> A + Sync,
         F: Fn(&mut A, &Record<'_>) + Sync,
     {
+        self.read_parallel_with_progress(opts, threads, init, on_record, &|_| {})
+    }
+
+    /// [`SegmentSet::read_parallel`], calling `on_file` (from any thread) with the
+    /// index of each file as it is opened, for progress reports.
+    pub fn read_parallel_with_progress<A, I, F>(
+        &self,
+        opts: DecoderOptions,
+        threads: usize,
+        init: I,
+        on_record: F,
+        on_file: &(dyn Fn(usize) + Sync),
+    ) -> Result<ParallelRead<A>, SourceError>
+    where
+        A: Send,
+        I: Fn(usize) -> A + Sync,
+        F: Fn(&mut A, &Record<'_>) + Sync,
+    {
         let n = self.files.len();
         let parts_wanted = threads.clamp(1, n.max(1));
         if parts_wanted <= 1 || n < 2 * parts_wanted {
-            return self.read_sequential_into(opts, &init, &on_record);
+            return self.read_sequential_into(opts, &init, &on_record, on_file);
         }
         let bounds: Vec<(usize, usize)> = (0..parts_wanted)
             .map(|i| (i * n / parts_wanted, (i + 1) * n / parts_wanted))
@@ -91,7 +109,7 @@ impl SegmentSet {
             let p = r?;
             if i > 0 && p.first != expected_first {
                 // The partitions disagree about where records start: trust one reader.
-                return self.read_sequential_into(opts, &init, &on_record);
+                return self.read_sequential_into(opts, &init, &on_record, on_file);
             }
             records += p.records;
             files_read = files_read.max(bounds[i].0 + p.files_read);
@@ -106,7 +124,7 @@ impl SegmentSet {
         let stop = match final_stop {
             Some(s) => s,
             // The last partition always runs to a stop: it has no range end to reach.
-            None => return self.read_sequential_into(opts, &init, &on_record),
+            None => return self.read_sequential_into(opts, &init, &on_record, on_file),
         };
         Ok(ParallelRead {
             parts,
@@ -123,15 +141,23 @@ impl SegmentSet {
         opts: DecoderOptions,
         init: &I,
         on_record: &F,
+        on_file: &(dyn Fn(usize) + Sync),
     ) -> Result<ParallelRead<A>, SourceError>
     where
         I: Fn(usize) -> A,
         F: Fn(&mut A, &Record<'_>),
     {
-        let mut acc = init(0);
-        let summary = self.read(opts, |r, _| on_record(&mut acc, r))?;
+        let part = self.read_range(opts, 0, self.files.len(), init(0), on_record, &mut |f| {
+            on_file(f)
+        })?;
+        let stop = part.stop.unwrap_or(Stop::EndOfInput { lsn: Lsn::INVALID });
+        let summary = ReadSummary {
+            stop,
+            records: part.records,
+            files_read: part.files_read,
+        };
         Ok(ParallelRead {
-            parts: vec![acc],
+            parts: vec![part.acc],
             summary,
         })
     }

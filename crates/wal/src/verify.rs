@@ -62,8 +62,18 @@ pub fn verify(
     opts: DecoderOptions,
     threads: usize,
 ) -> Result<VerifyResult, SourceError> {
+    verify_with_progress(set, opts, threads, &|_| {})
+}
+
+/// [`verify`], calling `on_file` (from any thread) as each file is opened.
+pub fn verify_with_progress(
+    set: &SegmentSet,
+    opts: DecoderOptions,
+    threads: usize,
+    on_file: &(dyn Fn(usize) + Sync),
+) -> Result<VerifyResult, SourceError> {
     let seg = set.geometry.seg_size;
-    let read = set.read_parallel(
+    let read = set.read_parallel_with_progress(
         opts,
         threads,
         |_| Acc {
@@ -97,6 +107,7 @@ pub fn verify(
                 });
             }
         },
+        on_file,
     )?;
     let mut report = VerifyReport {
         segments: set.files.len(),
