@@ -198,7 +198,7 @@ impl SegmentSet {
             0,
             self.files.len(),
             on_record,
-            &mut |acc: &mut &mut F, r| acc(r, self),
+            &|acc: &mut &mut F, r| acc(r, self),
             on_file,
         )?;
         let stop = part.stop.unwrap_or(Stop::EndOfInput { lsn: Lsn::INVALID });
