@@ -392,7 +392,6 @@ impl WalDecoder {
     fn read_record(&mut self) -> Result<Attempt, Miss> {
         let mut latest = (self.latest_page, self.latest_tli);
         let mut rec = self.next_rec;
-        let origin = rec;
         let ps = self.page_size();
         let mut header_bytes = 0u32;
         'restart: loop {
@@ -437,20 +436,19 @@ impl WalDecoder {
                 let bytes = slice(&self.input, self.finished, rec, tot_len as usize)?;
                 let decoded = decode_body(bytes, self.opts.blcksz, &mut self.body);
                 decoded.map_err(|d| self.err(rec, d, tli))?;
-                let mut next = rec + maxalign(u64::from(tot_len));
-                let padding = (maxalign(u64::from(tot_len)) - u64::from(tot_len)) as u32;
-                let tail = switch_tail(&header, &mut next, g.seg_size);
-                return Ok(Attempt {
-                    found: Found::Input(rec, tot_len as usize),
-                    lsn: rec,
-                    next,
+                let end = Ended {
+                    rec,
+                    after: rec,
+                    len: tot_len,
+                    seg_size: g.seg_size,
+                };
+                return Ok(end.attempt(
+                    Found::Input(rec, tot_len as usize),
                     header,
                     tli,
                     latest,
-                    page_header_bytes: header_bytes,
-                    padding,
-                    tail,
-                });
+                    header_bytes,
+                ));
             }
             // The record crosses pages. Before copying, make sure every byte it needs is
             // here, so an attempt cut short by missing input costs nothing.
@@ -514,21 +512,13 @@ impl WalDecoder {
                 .and_then(|header| self.decode_owned(rec, &asm, tli).map(|()| header));
             self.asm = asm;
             let header = checked?;
-            let mut next = cont_page + last_hl + maxalign(u64::from(last_rem));
-            let padding = (maxalign(u64::from(last_rem)) - u64::from(last_rem)) as u32;
-            let tail = switch_tail(&header, &mut next, g.seg_size);
-            let _ = origin;
-            return Ok(Attempt {
-                found: Found::Assembled,
-                lsn: rec,
-                next,
-                header,
-                tli,
-                latest,
-                page_header_bytes: header_bytes,
-                padding,
-                tail,
-            });
+            let end = Ended {
+                rec,
+                after: cont_page + last_hl,
+                len: last_rem,
+                seg_size: g.seg_size,
+            };
+            return Ok(end.attempt(Found::Assembled, header, tli, latest, header_bytes));
         }
     }
 
@@ -635,6 +625,42 @@ fn slice(input: &Input, finished: bool, lsn: u64, len: usize) -> Result<&[u8], M
 
 fn u32_le(b: &[u8]) -> u32 {
     u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+}
+
+/// Where a complete record's last piece lies: `len` bytes from `after`.
+struct Ended {
+    rec: u64,
+    after: u64,
+    len: u32,
+    seg_size: u64,
+}
+
+impl Ended {
+    /// The attempt that produced this record: the next record is MAXALIGNed after the
+    /// last piece (`NextRecPtr` in xlogreader.c), or at the next segment after a switch.
+    fn attempt(
+        &self,
+        found: Found,
+        header: RecordHeader,
+        tli: u32,
+        latest: (u64, u32),
+        page_header_bytes: u32,
+    ) -> Attempt {
+        let len = u64::from(self.len);
+        let mut next = self.after + maxalign(len);
+        let tail = switch_tail(&header, &mut next, self.seg_size);
+        Attempt {
+            found,
+            lsn: self.rec,
+            next,
+            header,
+            tli,
+            latest,
+            page_header_bytes,
+            padding: (maxalign(len) - len) as u32,
+            tail,
+        }
+    }
 }
 
 /// After `XLOG_SWITCH` the reader pretends the record runs to the segment's end.

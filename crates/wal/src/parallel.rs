@@ -260,40 +260,19 @@ impl SegmentSet {
                             source,
                         })?;
                     *done += got as u64;
+                    let file_lsn = self.start.0 + (next - 1) as u64 * seg;
                     if got < want {
-                        size_defect = Some(WalError {
-                            lsn: Lsn(self.start.0 + (next - 1) as u64 * seg + *done),
-                            segment: path
-                                .file_name()
-                                .and_then(|n| n.to_str())
-                                .unwrap_or("?")
-                                .to_string(),
-                            defect: Defect::FileSize {
-                                found: *done,
-                                expected: seg,
-                            },
-                        });
+                        size_defect = Some(size_error(path, Lsn(file_lsn + *done), *done, seg));
                     } else if *done == seg {
                         // A file longer than a segment is damaged too.
                         let mut probe = [0u8; 1];
-                        if f.read(&mut probe).map_err(|source| SourceError::Io {
+                        let more = f.read(&mut probe).map_err(|source| SourceError::Io {
                             path: path.clone(),
                             source,
-                        })? > 0
-                        {
+                        })?;
+                        if more > 0 {
                             let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(seg + 1);
-                            size_defect = Some(WalError {
-                                lsn: Lsn(self.start.0 + (next - 1) as u64 * seg + seg),
-                                segment: path
-                                    .file_name()
-                                    .and_then(|n| n.to_str())
-                                    .unwrap_or("?")
-                                    .to_string(),
-                                defect: Defect::FileSize {
-                                    found: len,
-                                    expected: seg,
-                                },
-                            });
+                            size_defect = Some(size_error(path, Lsn(file_lsn + seg), len, seg));
                         }
                         reader = None;
                     }
@@ -302,6 +281,22 @@ impl SegmentSet {
             }
         }
         Ok(part)
+    }
+}
+
+/// A file whose size is not the segment size, located at `lsn`.
+fn size_error(path: &std::path::Path, lsn: Lsn, found: u64, seg: u64) -> WalError {
+    WalError {
+        lsn,
+        segment: path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("?")
+            .to_string(),
+        defect: Defect::FileSize {
+            found,
+            expected: seg,
+        },
     }
 }
 
