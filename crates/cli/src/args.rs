@@ -43,6 +43,8 @@ LSN and what was expected); 2 unreadable input or not WAL.\n\n\
 Examples:\n  pgcompress wal verify $PGDATA/pg_wal\n  pgcompress wal verify --json /archive/wal"
     )]
     Verify(VerifyArgs),
+    /// What each compression method and level would save on this WAL, and which to use.
+    Advise(crate::advise::AdviseArgs),
 }
 
 /// Options shared by the WAL readers.

@@ -4,6 +4,7 @@
 //! exit codes: 0 success, 1 a finding (corrupt WAL, failed check), 2 bad usage or
 //! unreadable input.
 
+mod advise;
 mod args;
 mod bench;
 mod demo;

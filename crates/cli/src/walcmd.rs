@@ -12,6 +12,7 @@ pub fn run(cmd: WalCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         WalCommand::Stats(a) => stats(a),
         WalCommand::Verify(a) => verify(a),
+        WalCommand::Advise(a) => crate::advise::run(a),
     }
 }
 
