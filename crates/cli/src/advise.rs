@@ -137,7 +137,7 @@ fn mb_per_s(ns_per_mb: f64) -> String {
     }
 }
 
-fn print_table(a: &Advice) {
+pub(crate) fn print_table(a: &Advice) {
     let stored: Vec<String> = wal::ImageMethod::ALL
         .iter()
         .filter(|m| a.images_by_method[m.index()] > 0)
@@ -214,7 +214,7 @@ fn print_table(a: &Advice) {
     }
 }
 
-fn to_json(a: &Advice) -> serde_json::Value {
+pub(crate) fn to_json(a: &Advice) -> serde_json::Value {
     let cands: Vec<_> = sorted(a)
         .into_iter()
         .map(|c| {

@@ -41,9 +41,18 @@ pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
     }
     let demo = result?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&demo.json())?);
+        let mut j = demo.json();
+        if let (Some(obj), Some(adv)) = (j.as_object_mut(), &demo.advice) {
+            obj.insert("advice".into(), crate::advise::to_json(adv));
+        }
+        println!("{}", serde_json::to_string_pretty(&j)?);
     } else {
         print!("{}", demo.table());
+        if let Some(adv) = &demo.advice {
+            println!();
+            println!("What `pgcompress wal advise` predicts from the off run's WAL alone (compare with the runs above):");
+            crate::advise::print_table(adv);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -28,6 +28,8 @@ pub struct RunResult {
     pub tps: f64,
     /// WAL records read.
     pub records: u64,
+    /// The run's archived segment files (read while the cluster exists).
+    pub segments: Vec<std::path::PathBuf>,
 }
 
 /// The whole comparison.
@@ -45,6 +47,8 @@ pub struct Demo {
     pub transactions: u32,
     /// One run per setting, `off` first.
     pub runs: Vec<RunResult>,
+    /// What the advisor predicts from the `off` run's WAL alone.
+    pub advice: Option<advise::Advice>,
 }
 
 impl Demo {
