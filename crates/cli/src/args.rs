@@ -112,6 +112,8 @@ pub enum BenchCommand {
 Examples:\n  pgcompress bench read\n  pgcompress bench read --runs 9 /archive/wal"
     )]
     Read(BenchReadArgs),
+    /// The Greenplum wal_compression workloads under each setting, and the advisor's predictions checked.
+    Wal(crate::bench::BenchWalArgs),
 }
 
 #[derive(Args, Debug)]

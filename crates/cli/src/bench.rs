@@ -8,9 +8,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "bench/wal.rs"]
+mod bench_wal;
+pub use bench_wal::BenchWalArgs;
+
 pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         BenchCommand::Read(a) => read(a),
+        BenchCommand::Wal(a) => bench_wal::run(a),
     }
 }
 

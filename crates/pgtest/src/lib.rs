@@ -22,6 +22,7 @@
 mod builder;
 mod cluster;
 mod error;
+pub mod greenplum;
 mod install;
 pub mod run;
 mod wal;
