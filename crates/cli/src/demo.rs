@@ -69,11 +69,3 @@ fn check_interrupted() -> anyhow::Result<()> {
     }
     Ok(())
 }
-
-/// The value of `wal_compression` that makes the server store images with `m`.
-fn guc_value(m: ImageMethod) -> &'static str {
-    match m {
-        ImageMethod::None => "off",
-        other => other.name(),
-    }
-}

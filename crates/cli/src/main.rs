@@ -9,6 +9,7 @@ mod args;
 mod bench;
 mod demo;
 mod output;
+mod runs;
 mod walcmd;
 
 use clap::Parser;

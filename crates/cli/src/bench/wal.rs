@@ -5,6 +5,7 @@
 //! template loaded once), then a checkpoint and a segment switch, so each run writes a full-page image the
 //! first time it touches a page and its WAL sits alone in its own archived segments, as in `pgcompress demo`.
 
+use crate::runs::{guc_value, isolated_run, parse_tps, Server};
 use anyhow::{bail, Context};
 use clap::Args;
 use codec::{Method, Spec};
@@ -13,10 +14,9 @@ use pgtest::{Cluster, PgInstall};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use wal::source::SegmentSet;
-use wal::stats::WalStats;
-use wal::{DecoderOptions, ImageMethod, Lsn, SegmentName, Stop};
+use wal::{DecoderOptions, ImageMethod};
 
 /// Arguments of `pgcompress bench wal`.
 #[derive(Args, Debug)]
@@ -38,8 +38,6 @@ const TEMPLATE_DB: &str = "benchwal_template";
 const RUN_DB: &str = "benchwal_run";
 /// The settings, in the order they run and print.
 const SETTINGS: [ImageMethod; 4] = ImageMethod::ALL;
-/// How long the archiver may take to copy a run's last segment.
-const ARCHIVE_TIMEOUT: Duration = Duration::from_secs(120);
 /// Linux reports /proc CPU times in USER_HZ ticks, which the kernel fixes at 100 for user space.
 const TICKS_PER_SEC: f64 = 100.0;
 
@@ -53,14 +51,6 @@ struct Measured {
     rate: f64,
     server_cpu_s: Option<f64>,
     paths: Vec<PathBuf>,
-}
-
-/// Server facts every run needs.
-struct Server {
-    tli: u32,
-    seg_size: u64,
-    blcksz: usize,
-    archive: PathBuf,
 }
 
 /// Runs the benchmark and prints tables or JSON.
@@ -86,7 +76,7 @@ pub fn run(a: BenchWalArgs) -> anyhow::Result<ExitCode> {
         .guc("max_wal_size", "10GB")
         .start()
         .context("starting a throwaway PostgreSQL cluster")?;
-    let server = describe(&cluster)?;
+    let server = Server::describe(&cluster)?;
     let version = cluster.query_one("SHOW server_version")?;
     let mut out = Vec::new();
     for w in &workloads {
@@ -131,24 +121,6 @@ fn select(a: &BenchWalArgs) -> anyhow::Result<Vec<Workload>> {
         );
     }
     Ok(out)
-}
-
-fn describe(cluster: &Cluster) -> anyhow::Result<Server> {
-    let number = |sql: &str| -> anyhow::Result<u64> {
-        let text = cluster.query_one(sql)?;
-        text.trim()
-            .parse()
-            .with_context(|| format!("{sql} returned {text:?}, expected a number"))
-    };
-    Ok(Server {
-        tli: u32::try_from(number("SELECT timeline_id FROM pg_control_checkpoint()")?)?,
-        seg_size: number("SELECT pg_size_bytes(current_setting('wal_segment_size'))")?,
-        blcksz: usize::try_from(number("SHOW block_size")?)?,
-        archive: cluster
-            .archive_dir()
-            .context("the cluster was started without an archive directory")?
-            .to_path_buf(),
-    })
 }
 
 /// Loads the template, runs every setting, then asks the advisor about the `off` run.
@@ -239,124 +211,52 @@ fn one_workload(cluster: &Cluster, server: &Server, w: &Workload) -> anyhow::Res
     }))
 }
 
-/// One run: fresh copy, the setting, checkpoint, switch, the workload, switch, then its WAL read.
+/// One setting of one workload, alone in its segments, with the server's CPU.
 fn one_run(
     cluster: &Cluster,
     server: &Server,
     w: &Workload,
     m: ImageMethod,
 ) -> anyhow::Result<Measured> {
-    let setting = match m {
-        ImageMethod::None => "off",
-        other => other.name(),
-    };
-    // FILE_COPY copies the template's files as they are: every run starts from the same bytes.
-    cluster.psql(&format!("DROP DATABASE IF EXISTS {RUN_DB}"))?;
-    cluster.psql(&format!(
-        "CREATE DATABASE {RUN_DB} TEMPLATE {TEMPLATE_DB} STRATEGY FILE_COPY"
-    ))?;
-    cluster
-        .set_guc_and_reload("wal_compression", setting)
-        .with_context(|| format!("setting wal_compression = {setting}"))?;
-    cluster.checkpoint()?;
-    cluster.switch_wal()?;
-    let start = lsn(&cluster.query_one("SELECT pg_current_wal_insert_lsn()")?)?;
+    let setting = guc_value(m);
     let postmaster = postmaster_pid(&cluster.data_dir());
-    let cpu0 = postmaster.and_then(server_cpu_ticks);
-    let began = Instant::now();
-    let (rate_work, out) = match &w.run {
-        Run::Sql { sql, rows } => {
-            cluster.psql(&format!("\\connect {RUN_DB}\n{sql}"))?;
-            (*rows as f64, String::new())
-        }
-        Run::Pgbench { transactions } => {
-            let t = transactions.to_string();
-            let seed = format!("--random-seed={}", pgtest::workload::PGBENCH_SEED);
-            let out = cluster.pgbench(&["-n", "-c", "1", "-t", &t, &seed, RUN_DB])?;
-            (f64::from(*transactions), out)
-        }
-        _ => bail!("unknown run"),
-    };
-    let duration = began.elapsed().as_secs_f64();
-    // The backend exits with its client; once the postmaster reaps it, its CPU shows in cutime.
-    std::thread::sleep(Duration::from_millis(50));
-    let cpu1 = postmaster.and_then(server_cpu_ticks);
+    let step = |s: String| eprintln!("bench wal: {}: {s}", w.name);
+    let mut cpu0 = None;
+    let run = isolated_run(cluster, server, m, (TEMPLATE_DB, RUN_DB), &step, || {
+        cpu0 = postmaster.and_then(server_cpu_ticks);
+        let (rate_work, out) = match &w.run {
+            Run::Sql { sql, rows } => {
+                cluster.psql(&format!("\\connect {RUN_DB}\n{sql}"))?;
+                (*rows as f64, String::new())
+            }
+            Run::Pgbench { transactions } => {
+                let t = transactions.to_string();
+                let seed = format!("--random-seed={}", pgtest::workload::PGBENCH_SEED);
+                let out = cluster.pgbench(&["-n", "-c", "1", "-t", &t, &seed, RUN_DB])?;
+                (f64::from(*transactions), out)
+            }
+            _ => bail!("unknown run"),
+        };
+        // The backend exits with its client; once the postmaster reaps it, its CPU shows in cutime.
+        std::thread::sleep(Duration::from_millis(50));
+        Ok((rate_work, out, postmaster.and_then(server_cpu_ticks)))
+    })?;
+    let (rate_work, out, cpu1) = run.output;
     let server_cpu_s = match (cpu0, cpu1) {
         (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / TICKS_PER_SEC),
         _ => None,
     };
-    let switched = lsn(&cluster.switch_wal()?)?;
-    let first = SegmentName::containing(server.tli, start, server.seg_size);
-    let last = SegmentName::containing(server.tli, Lsn(switched.0 - 1), server.seg_size);
-    let names: Vec<String> = (first.segno..=last.segno)
-        .map(|segno| {
-            SegmentName {
-                tli: server.tli,
-                segno,
-            }
-            .file_name(server.seg_size)
-        })
-        .collect();
-    cluster.wait_for_archived(&names[names.len() - 1], ARCHIVE_TIMEOUT)?;
-    let paths: Vec<PathBuf> = names.iter().map(|n| server.archive.join(n)).collect();
-    let stats = read_run(&paths, server.blcksz, m)?;
-    let t = stats.total();
-    let rate = parse_tps(&out).unwrap_or(rate_work / duration.max(f64::EPSILON));
+    let t = run.stats.total();
+    let rate = parse_tps(&out).unwrap_or(rate_work / run.duration_s.max(f64::EPSILON));
     Ok(Measured {
         setting,
         wal_bytes: t.record_bytes + t.fpi_bytes,
         fpi_bytes: t.fpi_bytes,
         fpi_count: t.fpi_count,
-        duration_s: duration,
+        duration_s: run.duration_s,
         rate,
         server_cpu_s,
-        paths,
-    })
-}
-
-/// Reads and verifies a run's segments and checks its images used the setting's method.
-fn read_run(paths: &[PathBuf], blcksz: usize, m: ImageMethod) -> anyhow::Result<WalStats> {
-    let set = SegmentSet::from_paths(paths)?;
-    let opts = DecoderOptions {
-        blcksz,
-        ..DecoderOptions::default()
-    };
-    let mut stats = WalStats::new(set.geometry, blcksz);
-    let summary = set.read(opts, |r, _| stats.add(r))?;
-    if let Stop::Invalid(e) = &summary.stop {
-        bail!("the run's WAL ends before its last segment does: {e}");
-    }
-    if let Err(c) = wal::verify::verify(&set, opts, 2)? {
-        bail!("the run's WAL is not sound: {c}");
-    }
-    for other in ImageMethod::ALL {
-        let count = stats.images[other.index()].count;
-        if other != m && other != ImageMethod::None && count > 0 {
-            bail!(
-                "{count} image(s) stored with {} in the {} run",
-                other.name(),
-                m.name()
-            );
-        }
-    }
-    Ok(stats)
-}
-
-fn lsn(text: &str) -> anyhow::Result<Lsn> {
-    text.trim()
-        .parse()
-        .map_err(|e: String| anyhow::anyhow!("{e}"))
-}
-
-/// pgbench's `tps = 1234.5 (without initial connection time)`.
-fn parse_tps(out: &str) -> Option<f64> {
-    out.lines().find_map(|l| {
-        l.trim()
-            .strip_prefix("tps = ")?
-            .split_whitespace()
-            .next()?
-            .parse()
-            .ok()
+        paths: run.segments,
     })
 }
 
