@@ -38,4 +38,5 @@ for c in rustfmt clippy; do
         rustup component add "$c"
     fi
 done
+bash "$(dirname "$0")/chromium.sh"  # headless browser for the wal advise --html report test
 echo "setup: ok ($(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | tail -n 1))" >&2

@@ -25,7 +25,8 @@ space after switches (unchanged); combined bytes (pg_waldump's) are exact.\n\n\
 Recommendation: the stock setting with the fewest WAL bytes, unless one within 1% of the off \
 WAL bytes costs less CPU; then the best non-stock level costing at most 4x its CPU.\n\n\
 Examples:\n  pgcompress wal advise $PGDATA/pg_wal\n  pgcompress wal advise --methods pglz,lz4,zstd,zstd:9 --exhaustive /archive/wal\n  \
-pgcompress wal advise --json /archive/000000010000000000000010\n\n\
+pgcompress wal advise --json /archive/000000010000000000000010\n  \
+pgcompress wal advise --html report.html $PGDATA/pg_wal\n\n\
 Exit status: 0 advice printed; 1 corrupt WAL; 2 bad usage, bad specification or unreadable input."
 )]
 pub struct AdviseArgs {
@@ -41,6 +42,9 @@ pub struct AdviseArgs {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Also write a self-contained HTML report (charts and table) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<std::path::PathBuf>,
 }
 
 pub fn run(a: AdviseArgs) -> anyhow::Result<ExitCode> {
@@ -103,6 +107,20 @@ pub fn run(a: AdviseArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&to_json(&advice))?);
     } else {
         print_table(&advice);
+    }
+    if let Some(path) = &a.html {
+        let meta = advise::html::Meta {
+            inputs: a
+                .input
+                .paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" "),
+            generator: format!("pgcompress {}", env!("CARGO_PKG_VERSION")),
+        };
+        advise::html::write_file(path, &advise::html::render(&advice, &meta))
+            .map_err(|e| anyhow::anyhow!("--html {}: {e}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
 }
