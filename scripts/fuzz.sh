@@ -68,6 +68,10 @@ for s in none pglz lz4 lz4:9 zstd zstd:5 zstd:level=19,long zstd:long=20,workers
     i=$((i + 1))
 done
 
+# archive_container: the magic alone, and the magic with a short header
+printf 'PGCZARC\n' | seed archive_container magic
+printf 'PGCZARC\n\x01\x00\x00\x00\x40\x00\x00\x00' | seed archive_container short
+
 # --- run ------------------------------------------------------------------------------
 cd "$fuzz"
 failed=()

@@ -24,6 +24,9 @@ pub enum Command {
     Bench(BenchCommand),
     /// Run a throwaway cluster under each wal_compression setting and compare.
     Demo(DemoArgs),
+    /// WAL-aware archive_command / restore_command and a local repository.
+    #[command(subcommand)]
+    Archive(crate::archive::ArchiveCommand),
 }
 
 #[derive(Subcommand, Debug)]

@@ -5,6 +5,7 @@
 //! unreadable input.
 
 mod advise;
+mod archive;
 mod args;
 mod bench;
 mod demo;
@@ -22,6 +23,7 @@ fn main() -> ExitCode {
         args::Command::Wal(w) => walcmd::run(w),
         args::Command::Demo(d) => demo::run(d),
         args::Command::Bench(b) => bench::run(b),
+        args::Command::Archive(a) => archive::run(a),
     };
     match result {
         Ok(code) => code,

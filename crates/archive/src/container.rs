@@ -1,0 +1,536 @@
+//! The self-describing container every archived file is stored in (format version 1).
+//!
+//! All integers are little-endian. A container is a header followed by a payload:
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 8 | magic `PGCZARC` + `\n` ([`MAGIC`]) |
+//! | 8 | 2 | format version, 1 ([`FORMAT_VERSION`]) |
+//! | 10 | 2 | flags, 0 (readers reject unknown bits) |
+//! | 12 | 4 | header length `H`: bytes from offset 0 to the end of the header checksum |
+//! | 16 | 8 | original size |
+//! | 24 | 32 | SHA-256 of the original |
+//! | 56 | 1 | transform: 0 plain, 1 WAL ([`Transform`]) |
+//! | 57 | 1 | part count `n` (0..=16) |
+//! | 58 | 2 | name length (1..=1024) |
+//! | 60 | 2 | method spec length (1..=256) |
+//! | 62 | 2 | reserved, 0 |
+//! | 64 | | original file name, UTF-8 |
+//! | | | method specification, PostgreSQL syntax (`zstd:level=5`) |
+//! | | 24 | WAL transform only: `xlp_magic` u16, reserved u16, `xlp_tli` u32, `xlp_pageaddr` u64, valid length u64 |
+//! | | 24 × n | parts: kind u8, role u8, reserved u16, CRC-32C of the stored bytes u32, raw length u64, stored length u64 |
+//! | H − 4 | 4 | CRC-32C of bytes 0..H−4 |
+//!
+//! The payload is the parts' stored bytes, in order, and nothing else: a container is exactly
+//! `H + Σ stored length` bytes. Concatenating the parts' raw bytes gives the original file.
+//! Part kinds: 1 compressed with the container's method (one block of that method), 2 zeros
+//! (nothing stored). Roles say what a part is (whole file, valid WAL, stale bytes after the end
+//! of WAL, zero tail); they are informational.
+//!
+//! Parsing is sans-IO ([`Header::parse`], [`decode`]): every length is checked against the bytes
+//! present and a hard cap before anything is allocated, and decompression is capped at the
+//! declared raw length.
+
+use std::str::FromStr;
+
+use codec::Spec;
+use sha2::{Digest, Sha256};
+
+use crate::error::ContainerError;
+
+/// The first eight bytes of every container.
+pub const MAGIC: [u8; 8] = *b"PGCZARC\n";
+/// The format version this build writes and reads.
+pub const FORMAT_VERSION: u16 = 1;
+/// Size of the fixed part of the header.
+pub const FIXED_LEN: usize = 64;
+/// Size of one part entry.
+pub const PART_LEN: usize = 24;
+/// Size of the WAL description of the WAL transform.
+pub const WAL_INFO_LEN: usize = 24;
+/// Largest header accepted.
+pub const MAX_HEADER_LEN: usize = 64 * 1024;
+/// Longest original file name.
+pub const MAX_NAME_LEN: usize = 1024;
+/// Longest method specification.
+pub const MAX_SPEC_LEN: usize = 256;
+/// Most parts in one container.
+pub const MAX_PARTS: usize = 16;
+/// Largest original file (the largest WAL segment PostgreSQL allows, and the codec's output cap).
+pub const MAX_ORIGINAL_SIZE: u64 = codec::MAX_DECOMPRESSED_SIZE as u64;
+
+const KIND_COMPRESSED: u8 = 1;
+const KIND_ZEROS: u8 = 2;
+
+/// How a part's bytes are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PartKind {
+    /// One block of the container's method.
+    Compressed,
+    /// `raw_len` zero bytes; nothing stored.
+    Zeros,
+}
+
+/// What a part of the original is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Role {
+    /// The whole file (plain transform).
+    Whole,
+    /// A WAL segment from its start to the end of valid WAL.
+    WalValid,
+    /// Non-zero bytes after the end of valid WAL (a recycled segment's old content).
+    WalStale,
+    /// Zeros up to the end of the segment (after a switch, or past the insert point).
+    ZeroTail,
+}
+
+impl Role {
+    fn code(self) -> u8 {
+        match self {
+            Role::Whole => 0,
+            Role::WalValid => 1,
+            Role::WalStale => 2,
+            Role::ZeroTail => 3,
+        }
+    }
+
+    fn from_code(c: u8) -> Option<Role> {
+        Some(match c {
+            0 => Role::Whole,
+            1 => Role::WalValid,
+            2 => Role::WalStale,
+            3 => Role::ZeroTail,
+            _ => return None,
+        })
+    }
+
+    /// A short name for listings.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Whole => "whole",
+            Role::WalValid => "wal",
+            Role::WalStale => "stale",
+            Role::ZeroTail => "zeros",
+        }
+    }
+}
+
+/// One part of the original, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Part {
+    /// How it is stored.
+    pub kind: PartKind,
+    /// What it is.
+    pub role: Role,
+    /// CRC-32C of the stored bytes (0 for zeros).
+    pub crc32c: u32,
+    /// Bytes of the original it stands for.
+    pub raw_len: u64,
+    /// Bytes it occupies in the payload.
+    pub stored_len: u64,
+}
+
+/// What a WAL transform recorded about the segment (from its first page header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalInfo {
+    /// `xlp_magic`: the PostgreSQL major version's WAL magic.
+    pub magic: u16,
+    /// `xlp_tli` of the first page.
+    pub tli: u32,
+    /// `xlp_pageaddr` of the first page: the segment's start LSN.
+    pub pageaddr: u64,
+    /// Bytes from the segment start to the end of valid WAL.
+    pub valid_len: u64,
+}
+
+/// How the original was split into parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Transform {
+    /// The whole file compressed (anything that is not a parseable WAL segment).
+    Plain,
+    /// A WAL segment: valid prefix, stale bytes, zero tail.
+    Wal(WalInfo),
+}
+
+/// A parsed container header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    /// The original file name (`%f`).
+    pub name: String,
+    /// The original size in bytes.
+    pub original_size: u64,
+    /// SHA-256 of the original.
+    pub sha256: [u8; 32],
+    /// The method the compressed parts use.
+    pub spec: Spec,
+    /// The split into parts.
+    pub transform: Transform,
+    /// The parts, in order.
+    pub parts: Vec<Part>,
+}
+
+impl Header {
+    /// Bytes the header occupies once encoded.
+    pub fn encoded_len(&self) -> usize {
+        let wal = match self.transform {
+            Transform::Wal(_) => WAL_INFO_LEN,
+            Transform::Plain => 0,
+        };
+        FIXED_LEN
+            + self.name.len()
+            + self.spec.to_string().len()
+            + wal
+            + PART_LEN * self.parts.len()
+            + 4
+    }
+
+    /// Bytes of the payload (the sum of the parts' stored lengths).
+    pub fn payload_len(&self) -> u64 {
+        self.parts.iter().map(|p| p.stored_len).sum()
+    }
+
+    /// Bytes of the whole container.
+    pub fn container_len(&self) -> u64 {
+        self.encoded_len() as u64 + self.payload_len()
+    }
+
+    /// Hex SHA-256 of the original.
+    pub fn sha256_hex(&self) -> String {
+        hex(&self.sha256)
+    }
+
+    /// Encodes the header (the caller appends the payload).
+    pub fn encode(&self) -> Vec<u8> {
+        let spec = self.spec.to_string();
+        let len = self.encoded_len();
+        let mut b = Vec::with_capacity(len);
+        b.extend_from_slice(&MAGIC);
+        b.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        b.extend_from_slice(&0u16.to_le_bytes());
+        b.extend_from_slice(&(len as u32).to_le_bytes());
+        b.extend_from_slice(&self.original_size.to_le_bytes());
+        b.extend_from_slice(&self.sha256);
+        b.push(match self.transform {
+            Transform::Plain => 0,
+            Transform::Wal(_) => 1,
+        });
+        b.push(self.parts.len() as u8);
+        b.extend_from_slice(&(self.name.len() as u16).to_le_bytes());
+        b.extend_from_slice(&(spec.len() as u16).to_le_bytes());
+        b.extend_from_slice(&0u16.to_le_bytes());
+        b.extend_from_slice(self.name.as_bytes());
+        b.extend_from_slice(spec.as_bytes());
+        if let Transform::Wal(w) = self.transform {
+            b.extend_from_slice(&w.magic.to_le_bytes());
+            b.extend_from_slice(&0u16.to_le_bytes());
+            b.extend_from_slice(&w.tli.to_le_bytes());
+            b.extend_from_slice(&w.pageaddr.to_le_bytes());
+            b.extend_from_slice(&w.valid_len.to_le_bytes());
+        }
+        for p in &self.parts {
+            b.push(match p.kind {
+                PartKind::Compressed => KIND_COMPRESSED,
+                PartKind::Zeros => KIND_ZEROS,
+            });
+            b.push(p.role.code());
+            b.extend_from_slice(&0u16.to_le_bytes());
+            b.extend_from_slice(&p.crc32c.to_le_bytes());
+            b.extend_from_slice(&p.raw_len.to_le_bytes());
+            b.extend_from_slice(&p.stored_len.to_le_bytes());
+        }
+        let crc = crc32c::crc32c(&b);
+        b.extend_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// Parses a header from the start of `buf`: `Ok(None)` if more bytes are needed,
+    /// `Ok(Some((header, header_len)))`, or an error. Never allocates more than the caps allow.
+    pub fn parse(buf: &[u8]) -> Result<Option<(Header, usize)>, ContainerError> {
+        if buf.len() < 16 {
+            if !MAGIC.starts_with(&buf[..buf.len().min(8)]) {
+                return Err(ContainerError::BadMagic);
+            }
+            return Ok(None);
+        }
+        if buf[..8] != MAGIC {
+            return Err(ContainerError::BadMagic);
+        }
+        let version = u16_at(buf, 8);
+        if version != FORMAT_VERSION {
+            return Err(ContainerError::UnsupportedVersion(version));
+        }
+        let flags = u16_at(buf, 10);
+        if flags != 0 {
+            return Err(ContainerError::UnknownFlags(flags));
+        }
+        let hlen = u32_at(buf, 12);
+        let min = (FIXED_LEN + 4) as u32;
+        if hlen < min || hlen as usize > MAX_HEADER_LEN {
+            return Err(ContainerError::HeaderLength {
+                found: hlen,
+                min,
+                max: MAX_HEADER_LEN as u32,
+            });
+        }
+        let hlen = hlen as usize;
+        if buf.len() < hlen {
+            return Ok(None);
+        }
+        let h = &buf[..hlen];
+        let stored = u32_at(h, hlen - 4);
+        let computed = crc32c::crc32c(&h[..hlen - 4]);
+        if stored != computed {
+            return Err(ContainerError::HeaderChecksum { stored, computed });
+        }
+        Header::parse_checked(h).map(|hd| Some((hd, hlen)))
+    }
+
+    /// Interprets a header whose checksum is correct.
+    fn parse_checked(h: &[u8]) -> Result<Header, ContainerError> {
+        let field = |field: &'static str, detail: String| ContainerError::Field { field, detail };
+        let original_size = u64_at(h, 16);
+        if original_size > MAX_ORIGINAL_SIZE {
+            return Err(field(
+                "original size",
+                format!("{original_size} is above the {MAX_ORIGINAL_SIZE}-byte limit"),
+            ));
+        }
+        let mut sha256 = [0u8; 32];
+        sha256.copy_from_slice(&h[24..56]);
+        let transform_code = h[56];
+        let nparts = h[57] as usize;
+        let name_len = u16_at(h, 58) as usize;
+        let spec_len = u16_at(h, 60) as usize;
+        if u16_at(h, 62) != 0 {
+            return Err(field("reserved", "not zero".into()));
+        }
+        if nparts > MAX_PARTS {
+            return Err(field(
+                "part count",
+                format!("{nparts} is above {MAX_PARTS}"),
+            ));
+        }
+        if name_len == 0 || name_len > MAX_NAME_LEN {
+            return Err(field(
+                "name length",
+                format!("{name_len} is not in 1..={MAX_NAME_LEN}"),
+            ));
+        }
+        if spec_len == 0 || spec_len > MAX_SPEC_LEN {
+            return Err(field(
+                "spec length",
+                format!("{spec_len} is not in 1..={MAX_SPEC_LEN}"),
+            ));
+        }
+        let wal_len = match transform_code {
+            0 => 0,
+            1 => WAL_INFO_LEN,
+            t => return Err(field("transform", format!("unknown code {t}"))),
+        };
+        let expect = FIXED_LEN + name_len + spec_len + wal_len + PART_LEN * nparts + 4;
+        if expect != h.len() {
+            return Err(field(
+                "header length",
+                format!("{} does not match the fields ({expect})", h.len()),
+            ));
+        }
+        let mut at = FIXED_LEN;
+        let name = std::str::from_utf8(&h[at..at + name_len])
+            .map_err(|_| field("name", "not UTF-8".into()))?
+            .to_owned();
+        check_name(&name).map_err(|reason| field("name", format!("{name:?}: {reason}")))?;
+        at += name_len;
+        let spec_text = std::str::from_utf8(&h[at..at + spec_len])
+            .map_err(|_| field("method", "not UTF-8".into()))?;
+        let spec = Spec::from_str(spec_text).map_err(|e| field("method", e.to_string()))?;
+        at += spec_len;
+        let transform = if wal_len > 0 {
+            let w = WalInfo {
+                magic: u16_at(h, at),
+                tli: u32_at(h, at + 4),
+                pageaddr: u64_at(h, at + 8),
+                valid_len: u64_at(h, at + 16),
+            };
+            if w.valid_len > original_size {
+                return Err(field(
+                    "WAL valid length",
+                    format!("{} is above the size", w.valid_len),
+                ));
+            }
+            at += WAL_INFO_LEN;
+            Transform::Wal(w)
+        } else {
+            Transform::Plain
+        };
+        let mut parts = Vec::with_capacity(nparts);
+        let mut total: u64 = 0;
+        for i in 0..nparts {
+            let e = &h[at..at + PART_LEN];
+            let kind = match e[0] {
+                KIND_COMPRESSED => PartKind::Compressed,
+                KIND_ZEROS => PartKind::Zeros,
+                k => return Err(field("part kind", format!("part {i}: unknown kind {k}"))),
+            };
+            let role = Role::from_code(e[1])
+                .ok_or_else(|| field("part role", format!("part {i}: unknown role {}", e[1])))?;
+            let p = Part {
+                kind,
+                role,
+                crc32c: u32_at(e, 4),
+                raw_len: u64_at(e, 8),
+                stored_len: u64_at(e, 16),
+            };
+            let bound = match kind {
+                PartKind::Zeros => 0,
+                PartKind::Compressed => codec::block::max_compressed_size(
+                    spec.method,
+                    p.raw_len.min(MAX_ORIGINAL_SIZE) as usize,
+                ) as u64,
+            };
+            if p.stored_len > bound {
+                return Err(field(
+                    "part length",
+                    format!(
+                        "part {i}: {} stored bytes for {} raw bytes",
+                        p.stored_len, p.raw_len
+                    ),
+                ));
+            }
+            total = total.saturating_add(p.raw_len);
+            parts.push(p);
+            at += PART_LEN;
+        }
+        if total != original_size {
+            return Err(field(
+                "parts",
+                format!("raw lengths add up to {total}, original size is {original_size}"),
+            ));
+        }
+        Ok(Header {
+            name,
+            original_size,
+            sha256,
+            spec,
+            transform,
+            parts,
+        })
+    }
+}
+
+/// Checks that `name` can be an archived file name: what PostgreSQL passes as `%f`
+/// (segment, `.partial`, `.history`, `.backup` names), never a path.
+pub fn check_name(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() {
+        return Err("empty");
+    }
+    if name.len() > MAX_NAME_LEN {
+        return Err("too long");
+    }
+    if name.starts_with('.') {
+        return Err("starts with a dot");
+    }
+    if name.contains('/') {
+        return Err("contains a slash (give a file name, not a path)");
+    }
+    if name.chars().any(|c| c.is_control()) {
+        return Err("contains control characters");
+    }
+    Ok(())
+}
+
+/// Most bytes [`decode`] reserves before any part has been decoded.
+const RESERVE_CAP: usize = 64 << 20;
+
+/// Decodes a whole container: checks the header, every part's checksum and length, and the
+/// SHA-256 of the result. Output is capped at the header's original size (at most
+/// [`MAX_ORIGINAL_SIZE`]).
+pub fn decode(bytes: &[u8]) -> Result<(Header, Vec<u8>), ContainerError> {
+    let Some((header, hlen)) = Header::parse(bytes)? else {
+        let need = if bytes.len() >= 16 {
+            u64::from(u32_at(bytes, 12))
+        } else {
+            16
+        };
+        return Err(ContainerError::Truncated {
+            need,
+            have: bytes.len() as u64,
+        });
+    };
+    let expected = hlen as u64 + header.payload_len();
+    if expected != bytes.len() as u64 {
+        return Err(ContainerError::Length {
+            expected,
+            actual: bytes.len() as u64,
+        });
+    }
+    // The claimed size is checked against the output as it grows; reserve only a
+    // bounded amount up front so a hostile header cannot size an allocation.
+    let mut out = Vec::with_capacity((header.original_size as usize).min(RESERVE_CAP));
+    let mut dec = codec::BlockDecompressor::new().map_err(|source| ContainerError::Decompress {
+        index: 0,
+        offset: hlen as u64,
+        source,
+    })?;
+    let mut scratch = Vec::new();
+    let mut off = hlen;
+    for (index, p) in header.parts.iter().enumerate() {
+        let stored = &bytes[off..off + p.stored_len as usize];
+        let computed = crc32c::crc32c(stored);
+        if computed != p.crc32c {
+            return Err(ContainerError::PartChecksum {
+                index,
+                offset: off as u64,
+                stored: p.crc32c,
+                computed,
+            });
+        }
+        match p.kind {
+            PartKind::Zeros => out.resize(out.len() + p.raw_len as usize, 0),
+            PartKind::Compressed => {
+                dec.decompress(header.spec.method, stored, p.raw_len as usize, &mut scratch)
+                    .map_err(|source| ContainerError::Decompress {
+                        index,
+                        offset: off as u64,
+                        source,
+                    })?;
+                out.extend_from_slice(&scratch);
+            }
+        }
+        off += p.stored_len as usize;
+    }
+    let actual: [u8; 32] = Sha256::digest(&out).into();
+    if actual != header.sha256 {
+        return Err(ContainerError::HashMismatch {
+            expected: hex(&header.sha256),
+            actual: hex(&actual),
+        });
+    }
+    Ok((header, out))
+}
+
+/// Lower-case hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}

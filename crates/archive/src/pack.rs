@@ -1,0 +1,244 @@
+//! Turning a file into a container and back: the WAL-aware split, plain compression for
+//! everything else, and the push-time self-check.
+//!
+//! The WAL transform decodes the segment with [`wal::WalDecoder`] to find the end of valid WAL
+//! (after an `XLOG_SWITCH` the rest of a segment is zeros; past the insert point of a live
+//! segment there are zeros or a recycled segment's stale bytes, `wal-format.md` §1). The valid
+//! prefix is compressed; the tail is stored as zeros, or compressed separately when it is not
+//! all zero. The split only affects the ratio, never the bytes: every container is decoded
+//! again and its SHA-256 compared with the original's before it is returned, and a WAL split
+//! that fails that check falls back to plain compression.
+
+use std::ops::Range;
+
+use codec::{BlockCompressor, Spec};
+use sha2::{Digest, Sha256};
+use wal::page::{Geometry, PageHeader};
+use wal::{DecoderOptions, Next, Stop, WalDecoder};
+
+use crate::container::{self, check_name, Header, Part, PartKind, Role, Transform, WalInfo};
+use crate::error::ArchiveError;
+
+/// How much of a segment is handed to the WAL decoder at a time.
+const FEED_CHUNK: usize = 1 << 20;
+
+/// How a file is split: each part's role and the range of the original it covers.
+pub type Layout = Vec<(Role, Range<usize>)>;
+
+/// A packed file: its header and the complete container bytes.
+#[derive(Debug, Clone)]
+pub struct Packed {
+    /// The container's header.
+    pub header: Header,
+    /// The whole container (header and payload).
+    pub bytes: Vec<u8>,
+}
+
+/// Packs `data`, the content of the file called `name`, with `spec`, and checks that the
+/// container decodes to the same SHA-256. WAL segments get the WAL transform; anything else
+/// (history, backup, partial or unknown files, short or empty files) plain compression.
+pub fn pack(name: &str, data: &[u8], spec: &Spec) -> Result<Packed, ArchiveError> {
+    pack_hashed(name, data, Sha256::digest(data).into(), spec)
+}
+
+/// [`pack`] for a caller that has already computed the SHA-256 of `data`.
+pub(crate) fn pack_hashed(
+    name: &str,
+    data: &[u8],
+    sha256: [u8; 32],
+    spec: &Spec,
+) -> Result<Packed, ArchiveError> {
+    check_name(name).map_err(|reason| ArchiveError::InvalidName {
+        name: name.into(),
+        reason,
+    })?;
+    if data.len() as u64 > container::MAX_ORIGINAL_SIZE {
+        return Err(ArchiveError::TooLarge {
+            name: name.into(),
+            size: data.len() as u64,
+            max: container::MAX_ORIGINAL_SIZE,
+        });
+    }
+    let mut compressor = BlockCompressor::new(spec).map_err(|source| ArchiveError::Codec {
+        name: name.into(),
+        source,
+    })?;
+    if let Some((info, layout)) = wal_layout(data) {
+        let packed = build(
+            name,
+            data,
+            sha256,
+            &mut compressor,
+            Transform::Wal(info),
+            &layout,
+        )?;
+        if self_check(&packed, data).is_ok() {
+            return Ok(packed);
+        }
+    }
+    let whole = [(Role::Whole, 0..data.len())];
+    let layout: &[(Role, Range<usize>)] = if data.is_empty() { &[] } else { &whole };
+    let packed = build(
+        name,
+        data,
+        sha256,
+        &mut compressor,
+        Transform::Plain,
+        layout,
+    )?;
+    self_check(&packed, data).map_err(|source| ArchiveError::SelfCheck {
+        name: name.into(),
+        source,
+    })?;
+    Ok(packed)
+}
+
+/// Decodes the container in memory and compares it with the original.
+fn self_check(packed: &Packed, data: &[u8]) -> Result<(), crate::error::ContainerError> {
+    let (_, decoded) = container::decode(&packed.bytes)?;
+    if decoded != data {
+        // The hash matched (decode checks it) but the bytes differ: impossible short of a
+        // SHA-256 collision; report it as a hash mismatch all the same.
+        return Err(crate::error::ContainerError::HashMismatch {
+            expected: container::hex(&packed.header.sha256),
+            actual: "different bytes".into(),
+        });
+    }
+    Ok(())
+}
+
+fn build(
+    name: &str,
+    data: &[u8],
+    sha256: [u8; 32],
+    compressor: &mut BlockCompressor,
+    transform: Transform,
+    layout: &[(Role, Range<usize>)],
+) -> Result<Packed, ArchiveError> {
+    let mut parts = Vec::with_capacity(layout.len());
+    let mut payload = Vec::new();
+    let mut block = Vec::new();
+    for (role, range) in layout {
+        let raw = &data[range.clone()];
+        if *role == Role::ZeroTail {
+            parts.push(Part {
+                kind: PartKind::Zeros,
+                role: *role,
+                crc32c: crc32c::crc32c(&[]),
+                raw_len: raw.len() as u64,
+                stored_len: 0,
+            });
+            continue;
+        }
+        compressor
+            .compress(raw, &mut block)
+            .map_err(|source| ArchiveError::Codec {
+                name: name.into(),
+                source,
+            })?;
+        parts.push(Part {
+            kind: PartKind::Compressed,
+            role: *role,
+            crc32c: crc32c::crc32c(&block),
+            raw_len: raw.len() as u64,
+            stored_len: block.len() as u64,
+        });
+        payload.extend_from_slice(&block);
+    }
+    let header = Header {
+        name: name.into(),
+        original_size: data.len() as u64,
+        sha256,
+        spec: *compressor.spec(),
+        transform,
+        parts,
+    };
+    let mut bytes = header.encode();
+    bytes.extend_from_slice(&payload);
+    Ok(Packed { header, bytes })
+}
+
+/// The WAL split of `data` if it is a whole segment PostgreSQL 15-18 wrote: valid prefix,
+/// stale bytes, zero tail (empty ranges left out). `None` for anything else.
+pub fn wal_layout(data: &[u8]) -> Option<(WalInfo, Layout)> {
+    let first = PageHeader::parse(data)?;
+    let long = first.long?;
+    let len = data.len();
+    if u64::from(long.seg_size) != len as u64 || first.pageaddr.0 % len as u64 != 0 {
+        return None;
+    }
+    Geometry::from_first_page(&first).ok()?;
+    let end = valid_end(data, &first)?;
+    let zeros_from = data[end..]
+        .iter()
+        .rposition(|&b| b != 0)
+        .map_or(end, |i| end + i + 1);
+    let mut layout = Vec::with_capacity(3);
+    for (role, range) in [
+        (Role::WalValid, 0..end),
+        (Role::WalStale, end..zeros_from),
+        (Role::ZeroTail, zeros_from..len),
+    ] {
+        if !range.is_empty() {
+            layout.push((role, range));
+        }
+    }
+    let info = WalInfo {
+        magic: first.magic,
+        tli: first.tli,
+        pageaddr: first.pageaddr.0,
+        valid_len: end as u64,
+    };
+    Some((info, layout))
+}
+
+/// Offset in the segment where valid WAL ends: after the last complete record before
+/// invalid data or the zeros a switch record leaves, or the whole segment when the last
+/// record continues into the next one. `None` when not a single byte of the segment decodes.
+fn valid_end(data: &[u8], first: &PageHeader) -> Option<usize> {
+    let start = first.pageaddr.0;
+    let len = data.len() as u64;
+    let opts = DecoderOptions {
+        tli: first.tli.max(1),
+        ..DecoderOptions::default()
+    };
+    let mut dec = WalDecoder::new(first.pageaddr, opts);
+    let mut fed = 0usize;
+    let mut records = 0u64;
+    let mut last_end = 0u64;
+    let mut last_was_switch = false;
+    let end = loop {
+        match dec.next_record() {
+            Next::Record(r) => {
+                records += 1;
+                last_end = (r.next_lsn.0 - r.switch_tail_bytes).saturating_sub(start);
+                last_was_switch = r.switch_tail_bytes > 0;
+            }
+            Next::NeedInput => {
+                if fed < data.len() {
+                    let to = (fed + FEED_CHUNK).min(data.len());
+                    dec.feed(&data[fed..to]);
+                    fed = to;
+                } else {
+                    dec.finish_input();
+                }
+            }
+            Next::Stopped(Stop::EndOfInput { .. }) => {
+                // Out of input without invalid data: the rest is the start of a record that
+                // continues in the next segment, unless a switch record zero-filled it.
+                break if last_was_switch { last_end } else { len };
+            }
+            Next::Stopped(stop) => {
+                if records == 0 {
+                    let at = stop.lsn().0.saturating_sub(start);
+                    if at == 0 {
+                        return None;
+                    }
+                    break at;
+                }
+                break last_end;
+            }
+        }
+    };
+    Some(end.min(len) as usize)
+}

@@ -1,0 +1,206 @@
+//! Unit tests without a server: container format, caps, corruption, repository semantics.
+//! WAL written by a real PostgreSQL is exercised by `crates/cli/tests/archive_*.rs`.
+
+use std::str::FromStr;
+
+use codec::Spec;
+
+use crate::container::{decode, Header, MAGIC};
+use crate::{pack, ArchiveError, LocalRepo, PushOutcome, Transform};
+
+fn spec() -> Spec {
+    Spec::from_str("zstd:level=3").expect("spec")
+}
+
+/// Deterministic pseudo-random bytes (xorshift), some compressible.
+fn noise(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if i % 3 == 0 {
+                b'a'
+            } else {
+                x as u8
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn plain_round_trips() {
+    for (name, data) in [
+        ("empty", Vec::new()),
+        (
+            "00000002.history",
+            b"1\t0/3000000\tno recovery target specified\n".to_vec(),
+        ),
+        ("junk.bin", noise(100_000, 7)),
+        ("zeros", vec![0u8; 1 << 20]),
+    ] {
+        for s in [
+            "zstd:level=3",
+            "lz4",
+            "gzip:6",
+            "none",
+            "xz:1",
+            "zstd:level=19,long",
+        ] {
+            let spec = Spec::from_str(s).expect("spec");
+            let p = pack(name, &data, &spec).expect("pack");
+            assert_eq!(p.header.transform, Transform::Plain, "{name}");
+            let (h, back) = decode(&p.bytes).expect("decode");
+            assert_eq!(back, data, "{name} {s}");
+            assert_eq!(h, p.header);
+            assert_eq!(p.bytes.len() as u64, h.container_len());
+        }
+    }
+}
+
+#[test]
+fn header_parse_is_incremental() {
+    let p = pack("x", b"hello", &spec()).expect("pack");
+    let (_, hlen) = Header::parse(&p.bytes).expect("ok").expect("complete");
+    for n in 0..hlen {
+        assert!(
+            Header::parse(&p.bytes[..n]).expect("no error").is_none(),
+            "{n}"
+        );
+    }
+}
+
+#[test]
+fn every_flipped_byte_is_detected() {
+    let data = noise(20_000, 3);
+    let p = pack("000000010000000000000001.partial", &data, &spec()).expect("pack");
+    for at in 0..p.bytes.len() {
+        for bit in [0x01u8, 0x80] {
+            let mut b = p.bytes.clone();
+            b[at] ^= bit;
+            let err = decode(&b).expect_err("flip must be detected");
+            let msg = err.to_string();
+            assert!(!msg.contains('\n') && !msg.is_empty(), "{at}: {msg}");
+        }
+    }
+}
+
+#[test]
+fn truncation_and_extension_are_detected() {
+    let p = pack("f", &noise(5000, 9), &spec()).expect("pack");
+    for n in 0..p.bytes.len() {
+        assert!(decode(&p.bytes[..n]).is_err(), "{n}");
+    }
+    let mut longer = p.bytes.clone();
+    longer.push(0);
+    assert!(decode(&longer).is_err());
+}
+
+#[test]
+fn hostile_headers_are_refused_before_allocation() {
+    // A header claiming a gigantic length, and one claiming a huge original size.
+    let mut b = MAGIC.to_vec();
+    b.extend_from_slice(&1u16.to_le_bytes());
+    b.extend_from_slice(&0u16.to_le_bytes());
+    b.extend_from_slice(&u32::MAX.to_le_bytes());
+    assert!(decode(&b).is_err());
+    assert!(Header::parse(&b).is_err());
+    assert!(matches!(
+        Header::parse(b"GARBAGE!xxxxxxxxxxxx"),
+        Err(crate::ContainerError::BadMagic)
+    ));
+}
+
+#[test]
+fn names_must_be_file_names() {
+    for bad in ["", "../x", "a/b", ".hidden", "x\ny"] {
+        assert!(pack(bad, b"x", &spec()).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn repository_semantics() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = LocalRepo::new(dir.path().join("repo"));
+    let src = dir.path().join("000000010000000000000001");
+    let data = noise(300_000, 5);
+    std::fs::write(&src, &data).expect("write");
+    let name = "000000010000000000000001";
+
+    assert!(matches!(
+        repo.push(&src, name, &spec()),
+        Ok(PushOutcome::Stored(_))
+    ));
+    // Same name, same content: success, nothing rewritten.
+    let before = std::fs::read(repo.path_of(name)).expect("read");
+    assert!(matches!(
+        repo.push(&src, name, &Spec::from_str("lz4").expect("spec")),
+        Ok(PushOutcome::AlreadyArchived(_))
+    ));
+    // Same name, different content: error, archived copy untouched.
+    std::fs::write(&src, noise(300_000, 6)).expect("write");
+    assert!(matches!(
+        repo.push(&src, name, &spec()),
+        Err(ArchiveError::Conflict { .. })
+    ));
+    assert_eq!(std::fs::read(repo.path_of(name)).expect("read"), before);
+
+    let dest = dir.path().join("RECOVERYXLOG");
+    repo.get(name, &dest).expect("get");
+    assert_eq!(std::fs::read(&dest).expect("read"), data);
+
+    let missing = dir.path().join("missing");
+    assert!(matches!(
+        repo.get("00000002.history", &missing),
+        Err(ArchiveError::NotFound { .. })
+    ));
+    assert!(!missing.exists());
+
+    // A damaged archived copy: get fails and leaves no destination; push refuses to replace it.
+    let mut bad = before.clone();
+    let mid = bad.len() / 2;
+    bad[mid] ^= 0x10;
+    std::fs::write(repo.path_of(name), &bad).expect("write");
+    let dest2 = dir.path().join("p2");
+    assert!(matches!(
+        repo.get(name, &dest2),
+        Err(ArchiveError::Corrupt { .. })
+    ));
+    assert!(!dest2.exists());
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("ls")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains("pgcompress"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    std::fs::write(&src, &data).expect("write");
+    assert!(matches!(
+        repo.push(&src, name, &spec()),
+        Err(ArchiveError::ExistingCorrupt { .. })
+    ));
+
+    let list = repo.list().expect("list");
+    assert_eq!(list.len(), 1);
+    assert!(
+        list[0].header.is_ok(),
+        "a flipped payload byte keeps the header readable"
+    );
+    assert!(repo.verify_one(name).is_err());
+}
+
+#[test]
+fn renamed_container_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = LocalRepo::new(dir.path());
+    let src = dir.path().join("a");
+    std::fs::write(&src, b"content of a").expect("write");
+    repo.push(&src, "a", &spec()).expect("push");
+    std::fs::rename(repo.path_of("a"), repo.path_of("b")).expect("rename");
+    let dest = dir.path().join("out");
+    assert!(matches!(
+        repo.get("b", &dest),
+        Err(ArchiveError::Corrupt { .. })
+    ));
+    assert!(!dest.exists());
+}

@@ -1,0 +1,338 @@
+//! `pgcompress archive ...`: archive_command / restore_command and repository inspection.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::str::FromStr;
+
+use ::archive::{ArchiveError, Header, LocalRepo, PushOutcome, Role, Transform};
+use clap::{Args, Subcommand};
+use codec::Spec;
+use serde_json::json;
+
+use crate::output::bytes;
+
+/// Environment variable that stands in for `--repo`.
+pub const REPO_ENV: &str = "PGCOMPRESS_REPO";
+
+#[derive(Subcommand, Debug)]
+pub enum ArchiveCommand {
+    /// Archive one file (use as archive_command).
+    #[command(
+        after_help = "Packs the file into a self-describing container (WAL segments: valid WAL \
+compressed, the zero tail after a switch or past the insert point stored as a length), decodes it again \
+and checks its SHA-256, then publishes it durably (temp file, fsync, link, fsync directory). Pushing a \
+name that is already archived with the same content succeeds; with different content it fails and \
+overwrites nothing.\n\n\
+postgresql.conf:\n  archive_mode = on\n  archive_command = 'pgcompress archive push --repo /backup/wal %p'\n\n\
+Exit status: 0 archived (or already archived, identical); 1 failure (nothing published); 2 bad usage."
+    )]
+    Push(PushArgs),
+    /// Restore one file (use as restore_command).
+    #[command(
+        after_help = "Decodes the archived file, checks its SHA-256, writes it next to PATH, \
+fsyncs and renames it to PATH. PATH appears only complete and checked.\n\n\
+postgresql.conf (or recovery settings):\n  restore_command = 'pgcompress archive get --repo /backup/wal %f %p'\n\n\
+Exit status: 0 restored; 1 not in the archive (silently, as PostgreSQL expects); 200 archived but \
+damaged or unreadable (one line on stderr; above 125, so PostgreSQL aborts recovery instead of taking \
+it for the end of the archive); 2 bad usage."
+    )]
+    Get(GetArgs),
+    /// List the archived files with their sizes and ratios.
+    List(ListArgs),
+    /// Totals and per-file ratios of a repository.
+    Info(ListArgs),
+    /// Decode every archived file and check every checksum and hash.
+    #[command(
+        after_help = "Exit status: 0 every file decodes to its recorded SHA-256; 1 a file is \
+damaged (each bad file named on stderr, first one first); 2 bad usage."
+    )]
+    Verify(RepoArgs),
+}
+
+/// Where the repository is.
+#[derive(Args, Debug)]
+pub struct RepoArgs {
+    /// Repository directory (default: $PGCOMPRESS_REPO).
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct PushArgs {
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    /// Compression method for the compressed parts, in PostgreSQL's syntax.
+    #[arg(long, value_name = "SPEC", default_value = ::archive::DEFAULT_METHOD, value_parser = parse_spec)]
+    pub method: Spec,
+    /// Print one line saying what was stored.
+    #[arg(long, short)]
+    pub verbose: bool,
+    /// The file to archive (%p); it is archived under its file name.
+    #[arg(value_name = "PATH")]
+    pub path: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct GetArgs {
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    /// Archived file name (%f).
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// Where to write it (%p).
+    #[arg(value_name = "PATH")]
+    pub path: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_spec(s: &str) -> Result<Spec, String> {
+    Spec::from_str(s).map_err(|e| e.to_string())
+}
+
+pub fn run(cmd: ArchiveCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        ArchiveCommand::Push(a) => push(a),
+        ArchiveCommand::Get(a) => get(a),
+        ArchiveCommand::List(a) => list(a, false),
+        ArchiveCommand::Info(a) => list(a, true),
+        ArchiveCommand::Verify(a) => verify(a),
+    }
+}
+
+fn repo(args: &RepoArgs) -> anyhow::Result<LocalRepo> {
+    let dir = match &args.repo {
+        Some(d) => d.clone(),
+        None => match std::env::var_os(REPO_ENV) {
+            Some(d) if !d.is_empty() => PathBuf::from(d),
+            _ => anyhow::bail!("no repository: give --repo DIR or set {REPO_ENV}"),
+        },
+    };
+    Ok(LocalRepo::new(dir))
+}
+
+fn failure(e: &ArchiveError) -> ExitCode {
+    eprintln!("pgcompress: error: {e}");
+    ExitCode::from(1)
+}
+
+fn push(a: PushArgs) -> anyhow::Result<ExitCode> {
+    let repo = repo(&a.repo)?;
+    let Some(name) = a.path.file_name().and_then(|n| n.to_str()) else {
+        anyhow::bail!("{} does not end in a file name", a.path.display());
+    };
+    match repo.push(&a.path, name, &a.method) {
+        Ok(PushOutcome::Stored(h)) => {
+            if a.verbose {
+                println!("{}", describe(&h, h.container_len()));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(PushOutcome::AlreadyArchived(h)) => {
+            eprintln!(
+                "pgcompress: warning: {name} is already archived with the same content (SHA-256 {}); \
+nothing written",
+                h.sha256_hex()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(_) => Ok(ExitCode::SUCCESS),
+        Err(e) => Ok(failure(&e)),
+    }
+}
+
+fn get(a: GetArgs) -> anyhow::Result<ExitCode> {
+    let repo = repo(&a.repo)?;
+    match repo.get(&a.name, &a.path) {
+        Ok(_) => Ok(ExitCode::SUCCESS),
+        // restore_command is asked for files that do not exist; that is not an error to log.
+        Err(ArchiveError::NotFound { .. }) => Ok(ExitCode::from(1)),
+        Err(e) => {
+            eprintln!("pgcompress: error: {e}");
+            Ok(ExitCode::from(GET_FAILED))
+        }
+    }
+}
+
+/// `get`'s exit status when the file is archived but cannot be restored (damaged or
+/// unreadable). PostgreSQL reads exit statuses up to 125 from restore_command as
+/// "not in the archive", which can end archive recovery early; above 125 it aborts
+/// recovery instead, which is what a damaged archive calls for.
+const GET_FAILED: u8 = 200;
+
+fn ratio(original: u64, stored: u64) -> f64 {
+    if stored == 0 {
+        0.0
+    } else {
+        original as f64 / stored as f64
+    }
+}
+
+fn transform_name(h: &Header) -> String {
+    let parts: Vec<String> = h
+        .parts
+        .iter()
+        .map(|p| format!("{} {}", p.role.name(), bytes(p.raw_len)))
+        .collect();
+    let t = match h.transform {
+        Transform::Wal(_) => "wal",
+        _ => "plain",
+    };
+    if parts.is_empty() {
+        t.to_string()
+    } else {
+        format!("{t} ({})", parts.join(", "))
+    }
+}
+
+fn describe(h: &Header, stored: u64) -> String {
+    format!(
+        "{}: {} -> {} ({:.2}x) {} {}",
+        h.name,
+        h.original_size,
+        stored,
+        ratio(h.original_size, stored),
+        h.spec,
+        transform_name(h)
+    )
+}
+
+fn list(a: ListArgs, info: bool) -> anyhow::Result<ExitCode> {
+    let repo = repo(&a.repo)?;
+    let entries = match repo.list() {
+        Ok(e) => e,
+        Err(e) => return Ok(failure(&e)),
+    };
+    let (mut original, mut stored, mut bad) = (0u64, 0u64, 0usize);
+    let mut wal_tail = 0u64;
+    let mut rows = Vec::new();
+    for e in &entries {
+        match &e.header {
+            Ok(h) => {
+                original += h.original_size;
+                stored += e.stored_size;
+                wal_tail += h
+                    .parts
+                    .iter()
+                    .filter(|p| p.role == Role::ZeroTail)
+                    .map(|p| p.raw_len)
+                    .sum::<u64>();
+                rows.push(json!({
+                    "name": e.name,
+                    "size": h.original_size,
+                    "stored": e.stored_size,
+                    "ratio": ratio(h.original_size, e.stored_size),
+                    "method": h.spec.to_string(),
+                    "transform": match h.transform { Transform::Wal(_) => "wal", _ => "plain" },
+                    "valid_wal_bytes": match h.transform { Transform::Wal(w) => Some(w.valid_len), _ => None },
+                    "parts": h.parts.iter().map(|p| json!({
+                        "role": p.role.name(), "raw": p.raw_len, "stored": p.stored_len,
+                    })).collect::<Vec<_>>(),
+                    "sha256": h.sha256_hex(),
+                }));
+            }
+            Err(err) => {
+                bad += 1;
+                rows.push(
+                    json!({ "name": e.name, "stored": e.stored_size, "error": err.to_string() }),
+                );
+            }
+        }
+    }
+    if a.json {
+        let mut obj = json!({ "repository": repo.dir().display().to_string(), "files": rows });
+        if info {
+            obj["total"] = json!({
+                "files": entries.len(),
+                "unreadable": bad,
+                "original_bytes": original,
+                "stored_bytes": stored,
+                "ratio": ratio(original, stored),
+                "zero_tail_bytes": wal_tail,
+            });
+        }
+        println!("{obj}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !info || !entries.is_empty() {
+        println!(
+            "{:<28} {:>12} {:>10} {:>8}  {:<16} layout",
+            "name", "size", "stored", "ratio", "method"
+        );
+    }
+    for e in &entries {
+        match &e.header {
+            Ok(h) => println!(
+                "{:<28} {:>12} {:>10} {:>7.2}x  {:<16} {}",
+                e.name,
+                h.original_size,
+                e.stored_size,
+                ratio(h.original_size, e.stored_size),
+                h.spec.to_string(),
+                transform_name(h)
+            ),
+            Err(err) => println!(
+                "{:<28} {:>12} {:>10}  unreadable: {err}",
+                e.name, "?", e.stored_size
+            ),
+        }
+    }
+    if info {
+        println!(
+            "total: {} files ({} unreadable), {} -> {} ({:.2}x); zero tails not stored: {}; repository {}",
+            entries.len(),
+            bad,
+            bytes(original),
+            bytes(stored),
+            ratio(original, stored),
+            bytes(wal_tail),
+            repo.dir().display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn verify(a: RepoArgs) -> anyhow::Result<ExitCode> {
+    let repo = repo(&a)?;
+    let files = match repo.files() {
+        Ok(f) => f,
+        Err(e) => return Ok(failure(&e)),
+    };
+    let (mut ok, mut bad, mut original) = (0usize, 0usize, 0u64);
+    for (name, _) in &files {
+        match repo.verify_one(name) {
+            Ok(h) => {
+                ok += 1;
+                original += h.original_size;
+            }
+            Err(e) => {
+                bad += 1;
+                eprintln!("pgcompress: error: {e}");
+            }
+        }
+    }
+    if bad > 0 {
+        eprintln!(
+            "pgcompress: {bad} of {} archived files are damaged",
+            files.len()
+        );
+        return Ok(ExitCode::from(1));
+    }
+    println!(
+        "verified {ok} files ({}) in {}: every SHA-256 matches",
+        bytes(original),
+        display(repo.dir())
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn display(p: &Path) -> String {
+    p.display().to_string()
+}
