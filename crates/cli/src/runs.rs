@@ -55,6 +55,22 @@ impl Server {
     }
 }
 
+/// Starts a throwaway cluster for isolated runs: every segment archived, and nothing
+/// but the runs writing between a run's checkpoint and its final switch (no
+/// autovacuum, no timed checkpoints).
+pub fn start_cluster(install: pgtest::PgInstall) -> anyhow::Result<(Cluster, Server)> {
+    let cluster = Cluster::builder()
+        .install(install)
+        .archive_dir(true)
+        .guc("autovacuum", "off")
+        .guc("checkpoint_timeout", "1h")
+        .guc("max_wal_size", "10GB")
+        .start()
+        .context("starting a throwaway PostgreSQL cluster")?;
+    let server = Server::describe(&cluster)?;
+    Ok((cluster, server))
+}
+
 /// The value `wal_compression` takes for a storage method.
 pub fn guc_value(m: ImageMethod) -> &'static str {
     match m {

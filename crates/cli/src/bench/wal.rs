@@ -5,7 +5,7 @@
 //! template loaded once), then a checkpoint and a segment switch, so each run writes a full-page image the
 //! first time it touches a page and its WAL sits alone in its own archived segments, as in `pgcompress demo`.
 
-use crate::runs::{guc_value, isolated_run, parse_tps, Server};
+use crate::runs::{guc_value, isolated_run, parse_tps, start_cluster, Server};
 use anyhow::{bail, Context};
 use clap::Args;
 use codec::{Method, Spec};
@@ -68,16 +68,8 @@ pub fn run(a: BenchWalArgs) -> anyhow::Result<ExitCode> {
         install.major(),
         install.bindir().display()
     );
-    let cluster = Cluster::builder()
-        .install(install)
-        .archive_dir(true)
-        .guc("autovacuum", "off")
-        .guc("checkpoint_timeout", "1h")
-        .guc("max_wal_size", "10GB")
-        .start()
-        .context("starting a throwaway PostgreSQL cluster")?;
-    let server = Server::describe(&cluster)?;
-    let version = cluster.query_one("SHOW server_version")?;
+    let (cluster, server) = start_cluster(install)?;
+    let version = server.version.clone();
     let mut out = Vec::new();
     for w in &workloads {
         out.push(

@@ -4,7 +4,7 @@
 use super::report::{Demo, RunResult};
 use super::{check_interrupted, Progress, SETTINGS};
 use crate::args::DemoArgs;
-use crate::runs::{guc_value, isolated_run, parse_tps, Server};
+use crate::runs::{guc_value, isolated_run, parse_tps, start_cluster, Server};
 use anyhow::{bail, Context};
 use pgtest::{Cluster, PgInstall};
 use wal::source::SegmentSet;
@@ -51,15 +51,7 @@ pub fn compare(a: &DemoArgs, p: &Progress) -> anyhow::Result<Demo> {
         install.major(),
         install.bindir().display()
     ));
-    let cluster = Cluster::builder()
-        .install(install)
-        .archive_dir(true)
-        .guc("autovacuum", "off")
-        .guc("checkpoint_timeout", "1h")
-        .guc("max_wal_size", "10GB")
-        .start()
-        .context("starting a throwaway PostgreSQL cluster")?;
-    let server = Server::describe(&cluster)?;
+    let (cluster, server) = start_cluster(install)?;
     check_interrupted()?;
 
     p.step(format!("loading the pgbench tables, scale {}", a.scale));
