@@ -30,6 +30,26 @@ fn assert_agrees(c: &Corpus, label: &str, files: &[std::path::PathBuf]) -> Value
         assert_eq!(o["record_bytes"], p.record_bytes, "{label} {}", p.name);
         assert_eq!(o["fpi_bytes"], p.fpi_bytes, "{label} {}", p.name);
     }
+    // Every byte between the first record and the end is accounted for.
+    let lsn = |v: &Value| {
+        let (hi, lo) = v.as_str().expect("lsn").split_once('/').expect("X/Y");
+        (u64::from_str_radix(hi, 16).expect("hex") << 32)
+            + u64::from_str_radix(lo, 16).expect("hex")
+    };
+    let parts = [
+        "combined_bytes",
+        "page_header_bytes",
+        "padding_bytes",
+        "switch_tail_bytes",
+    ]
+    .iter()
+    .map(|k| j[*k].as_u64().expect("figure"))
+    .sum::<u64>();
+    assert_eq!(
+        parts,
+        lsn(&j["end_lsn"]) - lsn(&j["start_lsn"]),
+        "{label}: bytes accounted for"
+    );
     // The text table is pg_waldump's, byte for byte.
     let mut args = vec!["wal".to_string(), "stats".to_string()];
     args.extend(files.iter().map(|f| f.display().to_string()));

@@ -15,6 +15,8 @@ use crate::lsn::Lsn;
 use crate::source::{ReadSummary, SegmentSet, SourceError};
 use std::fs::File;
 use std::io::Read;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 /// What [`SegmentSet::read_parallel`] returns: one accumulator per accepted
 /// partition, in stream order, and how reading ended.
@@ -77,29 +79,36 @@ impl SegmentSet {
         if parts_wanted <= 1 || n < 2 * parts_wanted {
             return self.read_sequential_into(opts, &init, &on_record, on_file);
         }
-        let bounds: Vec<(usize, usize)> = (0..parts_wanted)
-            .map(|i| (i * n / parts_wanted, (i + 1) * n / parts_wanted))
+        // More partitions than threads, taken in turn: WAL density varies along a run
+        // of segments, and equal file counts per thread would leave one of them with
+        // most of the records.
+        let nparts = (parts_wanted * 4).min(n / 2).max(parts_wanted);
+        let bounds: Vec<(usize, usize)> = (0..nparts)
+            .map(|i| (i * n / nparts, (i + 1) * n / nparts))
             .collect();
-        let results: Vec<Result<Part<A>, SourceError>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = bounds
-                .iter()
-                .enumerate()
-                .map(|(i, &(a, b))| {
-                    let init = &init;
-                    let on_record = &on_record;
-                    scope
-                        .spawn(move || self.read_range(opts, a, b, init(i), on_record, &mut |_| {}))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        Err(SourceError::Wal(internal("a reader thread panicked")))
-                    })
-                })
-                .collect()
+        let next = AtomicUsize::new(0);
+        let slots: Vec<Mutex<Option<Result<Part<A>, SourceError>>>> =
+            (0..nparts).map(|_| Mutex::new(None)).collect();
+        std::thread::scope(|scope| {
+            for _ in 0..parts_wanted {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&(a, b)) = bounds.get(i) else { break };
+                    let r = self.read_range(opts, a, b, init(i), &on_record, &mut |f| on_file(f));
+                    if let Ok(mut slot) = slots[i].lock() {
+                        *slot = Some(r);
+                    }
+                });
+            }
         });
+        let results: Vec<Result<Part<A>, SourceError>> = slots
+            .into_iter()
+            .map(|m| {
+                m.into_inner().ok().flatten().unwrap_or_else(|| {
+                    Err(SourceError::Wal(internal("a reader thread stopped early")))
+                })
+            })
+            .collect();
         let mut parts = Vec::new();
         let mut records = 0;
         let mut files_read = 0;

@@ -97,9 +97,12 @@ impl WalStats {
     pub fn add(&mut self, r: &Record<'_>) {
         if self.start_lsn == Lsn::INVALID {
             self.start_lsn = r.lsn;
-        } else {
-            self.page_header_bytes += u64::from(r.page_header_bytes);
         }
+        // A record's page-header bytes lie after its start: headers of the pages it
+        // crosses, or the header it begins after. The first record read never begins
+        // at a page start (reading starts past the header), so every byte counted here
+        // is between the first and the last record.
+        self.page_header_bytes += u64::from(r.page_header_bytes);
         self.end_lsn = r.next_lsn;
         self.padding_bytes += u64::from(r.padding_bytes);
         self.switch_tail_bytes += r.switch_tail_bytes;
