@@ -87,7 +87,7 @@ impl SegmentSet {
             .map(|i| (i * n / nparts, (i + 1) * n / nparts))
             .collect();
         let next = AtomicUsize::new(0);
-        let slots: Vec<Mutex<Option<Result<Part<A>, SourceError>>>> =
+        let slots: Vec<Mutex<Option<PartResult<A>>>> =
             (0..nparts).map(|_| Mutex::new(None)).collect();
         std::thread::scope(|scope| {
             for _ in 0..parts_wanted {
@@ -101,7 +101,7 @@ impl SegmentSet {
                 });
             }
         });
-        let results: Vec<Result<Part<A>, SourceError>> = slots
+        let results: Vec<PartResult<A>> = slots
             .into_iter()
             .map(|m| {
                 m.into_inner().ok().flatten().unwrap_or_else(|| {
@@ -308,6 +308,9 @@ fn size_error(path: &std::path::Path, lsn: Lsn, found: u64, seg: u64) -> WalErro
         },
     }
 }
+
+/// What reading one partition gives.
+type PartResult<A> = Result<Part<A>, SourceError>;
 
 /// Bytes read and fed at a time: a multiple of 64 KiB, so the decoder shares them.
 const PIECE: usize = 1 << 20;
