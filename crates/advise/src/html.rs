@@ -167,11 +167,11 @@ fn summary(a: &Advice) -> String {
         } else {
             stored.join(", ")
         },
-        human(a.image_page_bytes),
+        crate::fmt::bytes(a.image_page_bytes),
         a.actual_fpi_bytes,
         a.actual_combined_bytes,
         a.actual_wal_bytes,
-        human(a.actual_wal_bytes)
+        crate::fmt::bytes(a.actual_wal_bytes)
     )
 }
 
@@ -191,30 +191,6 @@ fn reference(a: &Advice) -> (u64, &'static str) {
         .map_or((a.actual_wal_bytes, "actual"), |c| {
             (c.predicted_wal_bytes, "off")
         })
-}
-
-fn saving(reference: u64, value: f64) -> f64 {
-    if reference == 0 {
-        0.0
-    } else {
-        100.0 * (reference as f64 - value) / reference as f64
-    }
-}
-
-/// Bytes as a short figure in binary units (1.5 MiB).
-fn human(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
 }
 
 fn mb_per_s(ns_per_mb: f64) -> String {
@@ -289,14 +265,17 @@ fn scatter(a: &Advice) -> String {
             ml + zero_col + (m.log10() - dlo) / (dhi - dlo) * (pw - zero_col - 40.0) + 28.0
         }
     };
-    let sav = |c: &CandidateAdvice| saving(ref_bytes, c.predicted_wal_bytes as f64);
+    let sav = |c: &CandidateAdvice| crate::fmt::saving(ref_bytes, c.predicted_wal_bytes as f64);
     // Whiskers: the FPI interval moves WAL bytes one for one.
     let whisker = |c: &CandidateAdvice| match (c.ci_low, c.ci_high) {
         (Some(l), Some(hh)) if c.sampled => {
             let w = c.predicted_wal_bytes as f64;
             let d_lo = c.predicted_fpi_bytes as f64 - l as f64;
             let d_hi = hh as f64 - c.predicted_fpi_bytes as f64;
-            Some((saving(ref_bytes, w + d_hi), saving(ref_bytes, w - d_lo)))
+            Some((
+                crate::fmt::saving(ref_bytes, w + d_hi),
+                crate::fmt::saving(ref_bytes, w - d_lo),
+            ))
         }
         _ => None,
     };
@@ -639,9 +618,9 @@ fn bars(a: &Advice) -> String {
             c.predicted_wal_bytes,
             ml + w + 6.0,
             y + row / 2.0 + 4.0,
-            human(c.predicted_wal_bytes),
+            crate::fmt::bytes(c.predicted_wal_bytes),
             // No "-0.0%" for the reference itself.
-            -saving(ref_bytes, c.predicted_wal_bytes as f64) + 0.0,
+            -crate::fmt::saving(ref_bytes, c.predicted_wal_bytes as f64) + 0.0,
             if c.sampled { ", sampled" } else { "" }
         );
     }
@@ -699,9 +678,9 @@ fn table(a: &Advice) -> String {
             if c.stock { "yes" } else { "no" },
             c.predicted_fpi_bytes,
             c.predicted_wal_bytes,
-            saving(a.actual_wal_bytes, c.predicted_wal_bytes as f64),
+            crate::fmt::saving(a.actual_wal_bytes, c.predicted_wal_bytes as f64),
             if has_off {
-                format!("{:.1}%", saving(off, c.predicted_wal_bytes as f64))
+                format!("{:.1}%", crate::fmt::saving(off, c.predicted_wal_bytes as f64))
             } else {
                 "-".into()
             },

@@ -30,6 +30,7 @@
 pub mod candidate;
 mod error;
 pub mod estimate;
+pub mod fmt;
 pub mod html;
 mod recommend;
 mod work;

@@ -85,7 +85,7 @@ impl Recommendation {
             "Recommendation: wal_compression = {} ({} WAL bytes than off, {:.1}%)",
             self.setting,
             signed(off_w, s.predicted_wal_bytes),
-            pct_less(off_w, s.predicted_wal_bytes)
+            crate::fmt::saving(off_w, s.predicted_wal_bytes as f64)
         );
         match self.level {
             Some(i) => {
@@ -101,8 +101,8 @@ impl Recommendation {
                 line.push_str(&format!(
                     "; a level choice would add: {} saves {} more ({:.1}% of off) at {factor} (not in stock PostgreSQL)",
                     l.spec,
-                    fmt_bytes(s.predicted_wal_bytes.saturating_sub(l.predicted_wal_bytes)),
-                    pct_less(s.predicted_wal_bytes, l.predicted_wal_bytes) * s.predicted_wal_bytes as f64
+                    crate::fmt::bytes(s.predicted_wal_bytes.saturating_sub(l.predicted_wal_bytes)),
+                    crate::fmt::saving(s.predicted_wal_bytes, l.predicted_wal_bytes as f64) * s.predicted_wal_bytes as f64
                         / off_w.max(1) as f64,
                 ));
             }
@@ -115,32 +115,8 @@ impl Recommendation {
 
 fn signed(reference: u64, value: u64) -> String {
     if value <= reference {
-        format!("{} fewer", fmt_bytes(reference - value))
+        format!("{} fewer", crate::fmt::bytes(reference - value))
     } else {
-        format!("{} more", fmt_bytes(value - reference))
-    }
-}
-
-fn pct_less(reference: u64, value: u64) -> f64 {
-    if reference == 0 {
-        0.0
-    } else {
-        100.0 * (reference as f64 - value as f64) / reference as f64
-    }
-}
-
-/// Bytes as a short figure (1.5 MiB).
-fn fmt_bytes(n: u64) -> String {
-    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
+        format!("{} more", crate::fmt::bytes(value - reference))
     }
 }

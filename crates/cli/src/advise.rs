@@ -139,14 +139,6 @@ fn off_wal(a: &Advice) -> Option<u64> {
         .map(|c| c.predicted_wal_bytes)
 }
 
-fn saving(reference: u64, value: u64) -> f64 {
-    if reference == 0 {
-        0.0
-    } else {
-        100.0 * (reference as f64 - value as f64) / reference as f64
-    }
-}
-
 fn mb_per_s(ns_per_mb: f64) -> String {
     if ns_per_mb <= 0.0 {
         "-".into()
@@ -208,10 +200,10 @@ pub(crate) fn print_table(a: &Advice) {
             if c.stock { "yes" } else { "no" },
             c.predicted_fpi_bytes,
             c.predicted_wal_bytes,
-            saving(a.actual_wal_bytes, c.predicted_wal_bytes),
+            advise::fmt::saving(a.actual_wal_bytes, c.predicted_wal_bytes as f64),
             off.map_or("-".into(), |o| format!(
                 "{:.1}%",
-                saving(o, c.predicted_wal_bytes)
+                advise::fmt::saving(o, c.predicted_wal_bytes as f64)
             )),
             mb_per_s(c.compress_ns_per_mb),
             mb_per_s(c.decompress_ns_per_mb),
