@@ -12,10 +12,9 @@ mod common;
 
 use advise::{Advice, Options};
 use codec::parse_spec_list;
-use common::pgcompress;
+use common::{pgcompress, phase};
 use pgtest::Cluster;
 use std::path::PathBuf;
-use std::time::Duration;
 use wal::source::SegmentSet;
 
 /// A cluster started with `wal_compression = setting` (so every process writes with
@@ -29,39 +28,22 @@ fn wal_written_with(setting: &str) -> (Cluster, Vec<PathBuf>) {
         .guc("autovacuum", "off")
         .start()
         .expect("cluster");
-    // initdb's WAL was written without wal_compression: start after it.
-    cluster.switch_wal().expect("switch");
-    let first = cluster
-        .query_one("SELECT pg_walfile_name(pg_current_wal_insert_lsn())")
-        .expect("name");
-    cluster.pgbench_init(1).expect("init");
-    cluster.checkpoint().expect("checkpoint");
-    cluster
-        .pgbench(&["-n", "-t", "300", "-c", "2", "--random-seed=5"])
-        .expect("pgbench");
-    cluster
-        .psql(
-            "CREATE TABLE txt AS SELECT g, repeat(md5(g::text), 6) AS t FROM generate_series(1, 15000) g;
-             CHECKPOINT;
-             UPDATE txt SET g = g WHERE g % 4 = 0;",
-        )
-        .expect("workload");
-    let last = cluster
-        .query_one("SELECT pg_walfile_name(pg_current_wal_insert_lsn())")
-        .expect("name");
-    cluster.switch_wal().expect("switch");
-    cluster
-        .wait_for_archived(&last, Duration::from_secs(60))
-        .expect("archived");
-    let files: Vec<PathBuf> = cluster
-        .archived_segments()
-        .expect("files")
-        .into_iter()
-        .filter(|f| {
-            let n = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            n >= first.as_str() && n <= last.as_str()
-        })
-        .collect();
+    // phase() starts after a switch, so initdb's WAL (written without
+    // wal_compression) is left out.
+    let files: Vec<PathBuf> = phase(&cluster, setting, || {
+        cluster.pgbench_init(1).expect("init");
+        cluster.checkpoint().expect("checkpoint");
+        cluster
+            .pgbench(&["-n", "-t", "300", "-c", "2", "--random-seed=5"])
+            .expect("pgbench");
+        cluster
+            .psql(
+                "CREATE TABLE txt AS SELECT g, repeat(md5(g::text), 6) AS t FROM generate_series(1, 15000) g;
+                 CHECKPOINT;
+                 UPDATE txt SET g = g WHERE g % 4 = 0;",
+            )
+            .expect("workload");
+    });
     assert!(files.len() >= 3, "only {} segments", files.len());
     (cluster, files)
 }

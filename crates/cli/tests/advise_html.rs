@@ -6,11 +6,10 @@
 
 mod common;
 
-use common::pgcompress;
+use common::{pgcompress, phase};
 use pgtest::Cluster;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::Duration;
 
 /// The candidates the test asks for: six, two of them not stock.
 const METHODS: &str = "off,pglz,lz4,zstd,zstd:9,lz4:9";
@@ -73,31 +72,13 @@ fn small_wal() -> (Cluster, Vec<PathBuf>) {
         .guc("autovacuum", "off")
         .start()
         .expect("cluster");
-    cluster.switch_wal().expect("switch");
-    let first = cluster
-        .query_one("SELECT pg_walfile_name(pg_current_wal_insert_lsn())")
-        .expect("name");
-    cluster.pgbench_init(1).expect("init");
-    cluster.checkpoint().expect("checkpoint");
-    cluster
-        .pgbench(&["-n", "-t", "150", "-c", "2", "--random-seed=3"])
-        .expect("pgbench");
-    let last = cluster
-        .query_one("SELECT pg_walfile_name(pg_current_wal_insert_lsn())")
-        .expect("name");
-    cluster.switch_wal().expect("switch");
-    cluster
-        .wait_for_archived(&last, Duration::from_secs(60))
-        .expect("archived");
-    let files: Vec<PathBuf> = cluster
-        .archived_segments()
-        .expect("files")
-        .into_iter()
-        .filter(|f| {
-            let n = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            n >= first.as_str() && n <= last.as_str()
-        })
-        .collect();
+    let files: Vec<PathBuf> = phase(&cluster, "off", || {
+        cluster.pgbench_init(1).expect("init");
+        cluster.checkpoint().expect("checkpoint");
+        cluster
+            .pgbench(&["-n", "-t", "150", "-c", "2", "--random-seed=3"])
+            .expect("pgbench");
+    });
     assert!(!files.is_empty(), "no archived segments");
     (cluster, files)
 }

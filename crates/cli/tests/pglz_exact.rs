@@ -8,7 +8,6 @@ mod common;
 
 use codec::pglz::{self, Strategy};
 use pgtest::Cluster;
-use std::time::Duration;
 use wal::source::SegmentSet;
 use wal::{DecoderOptions, ImageMethod};
 
@@ -20,44 +19,26 @@ fn pglz_reencoding_reproduces_postgres_bytes() {
         .guc("wal_compression", "pglz")
         .start()
         .expect("cluster");
-    // initdb writes its WAL in single-user mode without wal_compression: start after it.
-    cluster.switch_wal().expect("switch");
-    let first = cluster
-        .query_one("SELECT pg_walfile_name(pg_current_wal_insert_lsn())")
-        .expect("name");
-    cluster.pgbench_init(2).expect("init");
-    cluster.checkpoint().expect("checkpoint");
-    cluster
-        .pgbench(&["-n", "-t", "400", "-c", "2", "--random-seed=11"])
-        .expect("pgbench");
-    // Text pages, and pages that barely compress, so both outcomes occur.
-    cluster
-        .psql(
-            "CREATE TABLE txt AS SELECT g, repeat(md5(g::text), 8) AS t FROM generate_series(1, 20000) g;
-             CREATE TABLE rnd AS SELECT g, decode(string_agg(lpad(to_hex((random()*255)::int), 2, '0'), ''), 'hex') AS b
-               FROM generate_series(1, 3000) g, generate_series(1, 200) x GROUP BY g;
-             CHECKPOINT;
-             UPDATE txt SET g = g WHERE g % 3 = 0;
-             UPDATE rnd SET g = g;",
-        )
-        .expect("workload");
-    let last = cluster
-        .query_one("SELECT pg_walfile_name(pg_current_wal_insert_lsn())")
-        .expect("name");
-    cluster.switch_wal().expect("switch");
-    cluster
-        .wait_for_archived(&last, Duration::from_secs(60))
-        .expect("archived");
-    let files: Vec<_> = cluster
-        .archived_segments()
-        .expect("files")
-        .into_iter()
-        .filter(|f| {
-            f.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n >= first.as_str())
-        })
-        .collect();
+    // initdb writes its WAL in single-user mode without wal_compression; phase()
+    // starts after a switch, so that WAL is left out.
+    let files = common::phase(&cluster, "pglz", || {
+        cluster.pgbench_init(2).expect("init");
+        cluster.checkpoint().expect("checkpoint");
+        cluster
+            .pgbench(&["-n", "-t", "400", "-c", "2", "--random-seed=11"])
+            .expect("pgbench");
+        // Text pages, and pages that barely compress, so both outcomes occur.
+        cluster
+            .psql(
+                "CREATE TABLE txt AS SELECT g, repeat(md5(g::text), 8) AS t FROM generate_series(1, 20000) g;
+                 CREATE TABLE rnd AS SELECT g, decode(string_agg(lpad(to_hex((random()*255)::int), 2, '0'), ''), 'hex') AS b
+                   FROM generate_series(1, 3000) g, generate_series(1, 200) x GROUP BY g;
+                 CHECKPOINT;
+                 UPDATE txt SET g = g WHERE g % 3 = 0;
+                 UPDATE rnd SET g = g;",
+            )
+            .expect("workload");
+    });
     let set = SegmentSet::from_paths(&files).expect("segments");
 
     let (mut pglz_images, mut raw_images, mut with_hole) = (0u64, 0u64, 0u64);

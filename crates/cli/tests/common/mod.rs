@@ -111,9 +111,10 @@ pub fn corpus(seg_mb: u32, transactions: u32) -> Corpus {
     }
 }
 
-/// Runs `work` in its own segments: switch before and after, wait for archiving,
-/// and return the archived files that hold it.
-fn phase(cluster: &Cluster, name: &str, work: impl FnOnce()) -> Vec<PathBuf> {
+/// Runs `work` in its own segments: switch before and after (so WAL written before,
+/// initdb's included, is left out), wait for archiving, and return the archived files
+/// that hold it.
+pub fn phase(cluster: &Cluster, name: &str, work: impl FnOnce()) -> Vec<PathBuf> {
     cluster.switch_wal().expect("switch");
     let first = cluster
         .query_one("SELECT pg_walfile_name(pg_current_wal_insert_lsn())")
