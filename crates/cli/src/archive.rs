@@ -32,7 +32,7 @@ Exit status: 0 archived (or already archived, identical); 1 failure (nothing pub
         after_help = "Decodes the archived file, checks its SHA-256, writes it next to PATH, \
 fsyncs and renames it to PATH. PATH appears only complete and checked.\n\n\
 postgresql.conf (or recovery settings):\n  restore_command = 'pgcompress archive get --repo /backup/wal %f %p'\n\n\
-Exit status: 0 restored; 1 not in the archive (silently, as PostgreSQL expects); 200 archived but \
+Exit status: 0 restored; 1 not in the archive (silently, as PostgreSQL expects); 200 the repository is missing, or the file is archived but \
 damaged or unreadable (one line on stderr; above 125, so PostgreSQL aborts recovery instead of taking \
 it for the end of the archive); 2 bad usage."
     )]
@@ -150,6 +150,15 @@ nothing written",
 
 fn get(a: GetArgs) -> anyhow::Result<ExitCode> {
     let repo = repo(&a.repo)?;
+    // A repository that is not there is a misconfiguration, not a missing file: saying
+    // "not in the archive" could make PostgreSQL end recovery early.
+    if !repo.dir().is_dir() {
+        eprintln!(
+            "pgcompress: error: repository {} is not a directory",
+            repo.dir().display()
+        );
+        return Ok(ExitCode::from(GET_FAILED));
+    }
     match repo.get(&a.name, &a.path) {
         Ok(_) => Ok(ExitCode::SUCCESS),
         // restore_command is asked for files that do not exist; that is not an error to log.

@@ -214,6 +214,17 @@ fn conflict_semantics(scratch: &Path, segment: &Path) {
         "the archived copy must not change"
     );
 
+    // get from a repository that does not exist: a loud failure above 125, so
+    // PostgreSQL aborts recovery instead of taking it for the end of the archive.
+    let out = get(
+        &scratch.join("no-such-repo"),
+        "00000005.history",
+        &scratch.join("RECOVERYHISTORY"),
+    );
+    assert_eq!(out.status.code(), Some(200));
+    assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
+    assert!(!scratch.join("RECOVERYHISTORY").exists());
+
     // get of a missing file: exit 1, nothing on stderr, no destination.
     let dest = scratch.join("RECOVERYHISTORY");
     let out = get(&repo, "00000005.history", &dest);
