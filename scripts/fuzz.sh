@@ -43,6 +43,11 @@ done
     seed wal_decoder prefixed-16k
 
 # pglz_decompress: 2-byte raw size, flags byte, then a pglz stream.
+# wal_streams: mode byte 0 (split then join) and a prefix of real segments
+for segno in 07 1A; do
+    { printf '\x00'; head -c 24576 "$wal/0000000100000000000000$segno"; } | seed wal_streams "seg$segno-24k"
+done
+
 printf '\x08\x00\x00\x00abcdefgh' | seed pglz_decompress literals
 # "abcabcabc": 3 literals, then a tag (length 6, offset 3).
 printf '\x09\x00\x00\x08abc\x03\x03' | seed pglz_decompress match

@@ -1,31 +1,38 @@
-//! The self-describing container every archived file is stored in (format version 1).
+//! The self-describing container every archived file is stored in (format version 2; version
+//! 1, which lacks the WAL records transform, is still read).
 //!
 //! All integers are little-endian. A container is a header followed by a payload:
 //!
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 8 | magic `PGCZARC` + `\n` ([`MAGIC`]) |
-//! | 8 | 2 | format version, 1 ([`FORMAT_VERSION`]) |
+//! | 8 | 2 | format version, 2 ([`FORMAT_VERSION`]; 1 is read too) |
 //! | 10 | 2 | flags, 0 (readers reject unknown bits) |
 //! | 12 | 4 | header length `H`: bytes from offset 0 to the end of the header checksum |
 //! | 16 | 8 | original size |
 //! | 24 | 32 | SHA-256 of the original |
-//! | 56 | 1 | transform: 0 plain, 1 WAL ([`Transform`]) |
+//! | 56 | 1 | transform: 0 plain, 1 WAL, 2 WAL records (version 2 only) ([`Transform`]) |
 //! | 57 | 1 | part count `n` (0..=16) |
 //! | 58 | 2 | name length (1..=1024) |
 //! | 60 | 2 | method spec length (1..=256) |
 //! | 62 | 2 | reserved, 0 |
 //! | 64 | | original file name, UTF-8 |
 //! | | | method specification, PostgreSQL syntax (`zstd:level=5`) |
-//! | | 24 | WAL transform only: `xlp_magic` u16, reserved u16, `xlp_tli` u32, `xlp_pageaddr` u64, valid length u64 |
+//! | | 24 | WAL transforms only: `xlp_magic` u16, reserved u16, `xlp_tli` u32, `xlp_pageaddr` u64, valid length u64 |
+//! | | 24 | WAL records transform only: first `xl_prev` u64, records u64, lead length u64 ([`SplitInfo`]) |
 //! | | 24 × n | parts: kind u8, role u8, reserved u16, CRC-32C of the stored bytes u32, raw length u64, stored length u64 |
 //! | H − 4 | 4 | CRC-32C of bytes 0..H−4 |
 //!
 //! The payload is the parts' stored bytes, in order, and nothing else: a container is exactly
-//! `H + Σ stored length` bytes. Concatenating the parts' raw bytes gives the original file.
-//! Part kinds: 1 compressed with the container's method (one block of that method), 2 zeros
-//! (nothing stored). Roles say what a part is (whole file, valid WAL, stale bytes after the end
-//! of WAL, zero tail); they are informational.
+//! `H + Σ stored length` bytes. Part kinds: 1 compressed with the container's method (one
+//! block of that method), 2 zeros (nothing stored).
+//!
+//! Plain and WAL transforms: concatenating the parts' raw bytes gives the original file;
+//! roles (0 whole file, 1 valid WAL, 2 stale bytes after the end of WAL, 3 zero tail) are
+//! informational. WAL records transform: parts with roles 4 to 12 are the streams of
+//! [`crate::walsplit`] (role 4 + the stream's index, each at most once, in order, an absent
+//! one empty), which [`crate::walsplit::join`] turns back into the first `valid length` bytes;
+//! an optional zero tail (role 3) follows.
 //!
 //! Parsing is sans-IO ([`Header::parse`], [`decode`]): every length is checked against the bytes
 //! present and a hard cap before anything is allocated, and decompression is capped at the
@@ -37,17 +44,22 @@ use codec::Spec;
 use sha2::{Digest, Sha256};
 
 use crate::error::ContainerError;
+use crate::walsplit::{SplitInfo, Stream, STREAMS};
 
 /// The first eight bytes of every container.
 pub const MAGIC: [u8; 8] = *b"PGCZARC\n";
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;
+/// The oldest format version this build reads.
+pub const OLDEST_READABLE_VERSION: u16 = 1;
 /// Size of the fixed part of the header.
 pub const FIXED_LEN: usize = 64;
 /// Size of one part entry.
 pub const PART_LEN: usize = 24;
 /// Size of the WAL description of the WAL transform.
 pub const WAL_INFO_LEN: usize = 24;
+/// Size of the extra description of the WAL records transform.
+pub const SPLIT_INFO_LEN: usize = 24;
 /// Largest header accepted.
 pub const MAX_HEADER_LEN: usize = 64 * 1024;
 /// Longest original file name.
@@ -84,6 +96,8 @@ pub enum Role {
     WalStale,
     /// Zeros up to the end of the segment (after a switch, or past the insert point).
     ZeroTail,
+    /// One stream of the WAL records transform.
+    WalStream(Stream),
 }
 
 impl Role {
@@ -93,6 +107,7 @@ impl Role {
             Role::WalValid => 1,
             Role::WalStale => 2,
             Role::ZeroTail => 3,
+            Role::WalStream(s) => 4 + s as u8,
         }
     }
 
@@ -102,6 +117,7 @@ impl Role {
             1 => Role::WalValid,
             2 => Role::WalStale,
             3 => Role::ZeroTail,
+            c @ 4..=12 => Role::WalStream(Stream::ALL[usize::from(c - 4)]),
             _ => return None,
         })
     }
@@ -113,6 +129,7 @@ impl Role {
             Role::WalValid => "wal",
             Role::WalStale => "stale",
             Role::ZeroTail => "zeros",
+            Role::WalStream(s) => s.name(),
         }
     }
 }
@@ -153,6 +170,44 @@ pub enum Transform {
     Plain,
     /// A WAL segment: valid prefix, stale bytes, zero tail.
     Wal(WalInfo),
+    /// A WAL segment taken apart into streams ([`crate::walsplit`]), then a zero tail.
+    /// `valid_len` is the length of the prefix the streams rebuild.
+    WalRecords(WalInfo, SplitInfo),
+}
+
+impl Transform {
+    /// A short name for listings: `plain`, `wal` or `wal-records`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Transform::Plain => "plain",
+            Transform::Wal(_) => "wal",
+            Transform::WalRecords(..) => "wal-records",
+        }
+    }
+
+    /// The WAL description of a WAL transform.
+    pub fn wal_info(&self) -> Option<&WalInfo> {
+        match self {
+            Transform::Plain => None,
+            Transform::Wal(w) | Transform::WalRecords(w, _) => Some(w),
+        }
+    }
+
+    fn code(&self) -> u8 {
+        match self {
+            Transform::Plain => 0,
+            Transform::Wal(_) => 1,
+            Transform::WalRecords(..) => 2,
+        }
+    }
+
+    fn info_len(&self) -> usize {
+        match self {
+            Transform::Plain => 0,
+            Transform::Wal(_) => WAL_INFO_LEN,
+            Transform::WalRecords(..) => WAL_INFO_LEN + SPLIT_INFO_LEN,
+        }
+    }
 }
 
 /// A parsed container header.
@@ -175,10 +230,7 @@ pub struct Header {
 impl Header {
     /// Bytes the header occupies once encoded.
     pub fn encoded_len(&self) -> usize {
-        let wal = match self.transform {
-            Transform::Wal(_) => WAL_INFO_LEN,
-            Transform::Plain => 0,
-        };
+        let wal = self.transform.info_len();
         FIXED_LEN
             + self.name.len()
             + self.spec.to_string().len()
@@ -213,22 +265,24 @@ impl Header {
         b.extend_from_slice(&(len as u32).to_le_bytes());
         b.extend_from_slice(&self.original_size.to_le_bytes());
         b.extend_from_slice(&self.sha256);
-        b.push(match self.transform {
-            Transform::Plain => 0,
-            Transform::Wal(_) => 1,
-        });
+        b.push(self.transform.code());
         b.push(self.parts.len() as u8);
         b.extend_from_slice(&(self.name.len() as u16).to_le_bytes());
         b.extend_from_slice(&(spec.len() as u16).to_le_bytes());
         b.extend_from_slice(&0u16.to_le_bytes());
         b.extend_from_slice(self.name.as_bytes());
         b.extend_from_slice(spec.as_bytes());
-        if let Transform::Wal(w) = self.transform {
+        if let Some(w) = self.transform.wal_info() {
             b.extend_from_slice(&w.magic.to_le_bytes());
             b.extend_from_slice(&0u16.to_le_bytes());
             b.extend_from_slice(&w.tli.to_le_bytes());
             b.extend_from_slice(&w.pageaddr.to_le_bytes());
             b.extend_from_slice(&w.valid_len.to_le_bytes());
+        }
+        if let Transform::WalRecords(_, s) = self.transform {
+            b.extend_from_slice(&s.first_prev.to_le_bytes());
+            b.extend_from_slice(&s.records.to_le_bytes());
+            b.extend_from_slice(&s.lead_len.to_le_bytes());
         }
         for p in &self.parts {
             b.push(match p.kind {
@@ -259,7 +313,7 @@ impl Header {
             return Err(ContainerError::BadMagic);
         }
         let version = u16_at(buf, 8);
-        if version != FORMAT_VERSION {
+        if !(OLDEST_READABLE_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(ContainerError::UnsupportedVersion(version));
         }
         let flags = u16_at(buf, 10);
@@ -285,11 +339,11 @@ impl Header {
         if stored != computed {
             return Err(ContainerError::HeaderChecksum { stored, computed });
         }
-        Header::parse_checked(h).map(|hd| Some((hd, hlen)))
+        Header::parse_checked(h, version).map(|hd| Some((hd, hlen)))
     }
 
     /// Interprets a header whose checksum is correct.
-    fn parse_checked(h: &[u8]) -> Result<Header, ContainerError> {
+    fn parse_checked(h: &[u8], version: u16) -> Result<Header, ContainerError> {
         let field = |field: &'static str, detail: String| ContainerError::Field { field, detail };
         let original_size = u64_at(h, 16);
         if original_size > MAX_ORIGINAL_SIZE {
@@ -325,10 +379,11 @@ impl Header {
                 format!("{spec_len} is not in 1..={MAX_SPEC_LEN}"),
             ));
         }
-        let wal_len = match transform_code {
-            0 => 0,
-            1 => WAL_INFO_LEN,
-            t => return Err(field("transform", format!("unknown code {t}"))),
+        let wal_len = match (transform_code, version) {
+            (0, _) => 0,
+            (1, _) => WAL_INFO_LEN,
+            (2, 2..) => WAL_INFO_LEN + SPLIT_INFO_LEN,
+            (t, _) => return Err(field("transform", format!("unknown code {t}"))),
         };
         let expect = FIXED_LEN + name_len + spec_len + wal_len + PART_LEN * nparts + 4;
         if expect != h.len() {
@@ -361,7 +416,17 @@ impl Header {
                 ));
             }
             at += WAL_INFO_LEN;
-            Transform::Wal(w)
+            if transform_code == 2 {
+                let s = SplitInfo {
+                    first_prev: u64_at(h, at),
+                    records: u64_at(h, at + 8),
+                    lead_len: u64_at(h, at + 16),
+                };
+                at += SPLIT_INFO_LEN;
+                Transform::WalRecords(w, s)
+            } else {
+                Transform::Wal(w)
+            }
         } else {
             Transform::Plain
         };
@@ -403,12 +468,7 @@ impl Header {
             parts.push(p);
             at += PART_LEN;
         }
-        if total != original_size {
-            return Err(field(
-                "parts",
-                format!("raw lengths add up to {total}, original size is {original_size}"),
-            ));
-        }
+        check_roles(&transform, &parts, total, original_size)?;
         Ok(Header {
             name,
             original_size,
@@ -418,6 +478,78 @@ impl Header {
             parts,
         })
     }
+}
+
+/// Checks that the parts fit the transform: for plain and WAL, raw lengths that add up to the
+/// original size; for WAL records, streams in order and at most once, no more stream bytes
+/// than the prefix they rebuild, then stale bytes and a zero tail that make up the rest.
+fn check_roles(
+    transform: &Transform,
+    parts: &[Part],
+    total: u64,
+    original_size: u64,
+) -> Result<(), ContainerError> {
+    let field = |detail: String| ContainerError::Field {
+        field: "parts",
+        detail,
+    };
+    let Transform::WalRecords(w, _) = transform else {
+        if let Some(p) = parts.iter().find(|p| matches!(p.role, Role::WalStream(_))) {
+            return Err(field(format!(
+                "a {} part in a {} container",
+                p.role.name(),
+                transform.name()
+            )));
+        }
+        if total != original_size {
+            return Err(field(format!(
+                "raw lengths add up to {total}, original size is {original_size}"
+            )));
+        }
+        return Ok(());
+    };
+    // Streams in order, then at most one stale part, then at most one zero tail.
+    let mut next_stream = 0usize;
+    let mut stream_bytes = 0u64;
+    let mut stage = 0;
+    let mut tail = 0u64;
+    for (i, p) in parts.iter().enumerate() {
+        match (p.role, p.kind) {
+            (Role::WalStream(s), PartKind::Compressed)
+                if stage == 0 && s as usize >= next_stream =>
+            {
+                next_stream = s as usize + 1;
+                stream_bytes = stream_bytes.saturating_add(p.raw_len);
+            }
+            (Role::WalStale, PartKind::Compressed) if stage < 1 => {
+                stage = 1;
+                tail = tail.saturating_add(p.raw_len);
+            }
+            (Role::ZeroTail, PartKind::Zeros) if stage < 2 => {
+                stage = 2;
+                tail = tail.saturating_add(p.raw_len);
+            }
+            (r, _) => {
+                return Err(field(format!(
+                    "part {i}: {} out of place in a WAL records container",
+                    r.name()
+                )))
+            }
+        }
+    }
+    if stream_bytes > w.valid_len {
+        return Err(field(format!(
+            "streams hold {stream_bytes} bytes for a {}-byte prefix",
+            w.valid_len
+        )));
+    }
+    if w.valid_len.saturating_add(tail) != original_size {
+        return Err(field(format!(
+            "prefix of {} bytes and {tail} bytes after it do not make {original_size}",
+            w.valid_len
+        )));
+    }
+    Ok(())
 }
 
 /// Checks that `name` can be an archived file name: what PostgreSQL passes as `%f`
@@ -468,13 +600,22 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Vec<u8>), ContainerError> {
     }
     // The claimed size is checked against the output as it grows; reserve only a
     // bounded amount up front so a hostile header cannot size an allocation.
-    let mut out = Vec::with_capacity((header.original_size as usize).min(RESERVE_CAP));
+    let records = matches!(header.transform, Transform::WalRecords(..));
+    let reserve = if records {
+        0
+    } else {
+        header.original_size as usize
+    };
+    let mut out = Vec::with_capacity(reserve.min(RESERVE_CAP));
     let mut dec = codec::BlockDecompressor::new().map_err(|source| ContainerError::Decompress {
         index: 0,
         offset: hlen as u64,
         source,
     })?;
     let mut scratch = Vec::new();
+    let mut streams: [Vec<u8>; STREAMS] = Default::default();
+    // WAL records: what follows the rebuilt prefix (stale bytes, zeros).
+    let mut after = Vec::new();
     let mut off = hlen;
     for (index, p) in header.parts.iter().enumerate() {
         let stored = &bytes[off..off + p.stored_len as usize];
@@ -488,6 +629,7 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Vec<u8>), ContainerError> {
             });
         }
         match p.kind {
+            PartKind::Zeros if records => after.resize(after.len() + p.raw_len as usize, 0),
             PartKind::Zeros => out.resize(out.len() + p.raw_len as usize, 0),
             PartKind::Compressed => {
                 dec.decompress(header.spec.method, stored, p.raw_len as usize, &mut scratch)
@@ -496,10 +638,19 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Vec<u8>), ContainerError> {
                         offset: off as u64,
                         source,
                     })?;
-                out.extend_from_slice(&scratch);
+                match p.role {
+                    Role::WalStream(s) => std::mem::swap(&mut streams[s as usize], &mut scratch),
+                    _ if records => after.extend_from_slice(&scratch),
+                    _ => out.extend_from_slice(&scratch),
+                }
             }
         }
         off += p.stored_len as usize;
+    }
+    if let Transform::WalRecords(w, s) = &header.transform {
+        out = crate::walsplit::join(w.pageaddr, w.valid_len, s, &streams)
+            .map_err(|detail| ContainerError::Rebuild { detail })?;
+        out.extend_from_slice(&after);
     }
     let actual: [u8; 32] = Sha256::digest(&out).into();
     if actual != header.sha256 {

@@ -80,6 +80,12 @@ pub enum ContainerError {
         /// The codec's error.
         source: codec::CodecError,
     },
+    /// The WAL records transform's streams do not rebuild a segment prefix.
+    #[error("WAL streams do not rebuild the segment: {detail}")]
+    Rebuild {
+        /// What did not fit.
+        detail: String,
+    },
     /// The decoded bytes do not have the original's SHA-256.
     #[error("decoded content has SHA-256 {actual}, expected {expected}")]
     HashMismatch {

@@ -18,6 +18,8 @@ use wal::{DecoderOptions, Next, Stop, WalDecoder};
 
 use crate::container::{self, check_name, Header, Part, PartKind, Role, Transform, WalInfo};
 use crate::error::ArchiveError;
+use crate::walsplit::{self, Stream};
+use wal::consts::{LONG_PAGE_HEADER_LEN, SHORT_PAGE_HEADER_LEN};
 
 /// How much of a segment is handed to the WAL decoder at a time.
 const FEED_CHUNK: usize = 1 << 20;
@@ -58,6 +60,12 @@ pub(crate) fn pack_hashed(
             size: data.len() as u64,
             max: container::MAX_ORIGINAL_SIZE,
         });
+    }
+    if let Some((info, split, zeros_from)) = records_split(data) {
+        let packed = build_records(name, data, sha256, spec, info, split, zeros_from)?;
+        if self_check(&packed, data).is_ok() {
+            return Ok(packed);
+        }
     }
     let mut compressor = BlockCompressor::new(spec).map_err(|source| ArchiveError::Codec {
         name: name.into(),
@@ -156,6 +164,144 @@ fn build(
     let mut bytes = header.encode();
     bytes.extend_from_slice(&payload);
     Ok(Packed { header, bytes })
+}
+
+/// The WAL records transform of `data` if it is a whole segment PostgreSQL 15-18 wrote: the
+/// streams of its pages up to the trailing zeros or the first page of another incarnation of
+/// the segment (a recycled file's stale pages), whichever comes first; the [`WalInfo`] whose
+/// `valid_len` is where the streams end; and where the trailing zeros begin. `None` for
+/// anything else.
+pub fn records_split(data: &[u8]) -> Option<(WalInfo, walsplit::Split, usize)> {
+    let first = PageHeader::parse(data)?;
+    let long = first.long?;
+    let len = data.len();
+    if u64::from(long.seg_size) != len as u64 || first.pageaddr.0 % len as u64 != 0 {
+        return None;
+    }
+    Geometry::from_first_page(&first).ok()?;
+    let blcksz = long.xlog_blcksz as usize;
+    let zeros_from = data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    // The first page that is not this segment's (zeros, or a recycled segment's old pages).
+    let foreign = (blcksz..len).step_by(blcksz).find(|&off| {
+        let h = &data[off..off + SHORT_PAGE_HEADER_LEN];
+        u16::from_le_bytes([h[0], h[1]]) != first.magic
+            || u64::from_le_bytes(h[8..16].try_into().unwrap_or_default())
+                != first.pageaddr.0 + off as u64
+    });
+    let mut end = zeros_from.min(foreign.unwrap_or(len));
+    let page = end / blcksz * blcksz;
+    let header = if page == 0 {
+        LONG_PAGE_HEADER_LEN
+    } else {
+        SHORT_PAGE_HEADER_LEN
+    };
+    if end > page && end < page + header {
+        end = (page + header).min(len);
+    }
+    let split = walsplit::split(&data[..end], first.pageaddr.0)?;
+    let info = WalInfo {
+        magic: first.magic,
+        tli: first.tli,
+        pageaddr: first.pageaddr.0,
+        valid_len: end as u64,
+    };
+    Some((info, split, zeros_from.max(end)))
+}
+
+/// Builds a WAL records container: the streams (and any stale pages after them) compressed
+/// on up to two threads, then the zero tail.
+fn build_records(
+    name: &str,
+    data: &[u8],
+    sha256: [u8; 32],
+    spec: &Spec,
+    info: WalInfo,
+    split: walsplit::Split,
+    zeros_from: usize,
+) -> Result<Packed, ArchiveError> {
+    let codec_err = |source| ArchiveError::Codec {
+        name: name.into(),
+        source,
+    };
+    let stale = &data[info.valid_len as usize..zeros_from];
+    let mut inputs: Vec<(Role, &[u8])> = Stream::ALL
+        .iter()
+        .map(|&s| (Role::WalStream(s), split.streams[s as usize].as_slice()))
+        .filter(|(_, b)| !b.is_empty())
+        .collect();
+    if !stale.is_empty() {
+        inputs.push((Role::WalStale, stale));
+    }
+    let blocks = compress_parallel(spec, &inputs).map_err(codec_err)?;
+    let mut parts = Vec::with_capacity(inputs.len() + 1);
+    let mut payload = Vec::with_capacity(blocks.iter().map(Vec::len).sum());
+    for ((role, raw), block) in inputs.iter().zip(&blocks) {
+        parts.push(Part {
+            kind: PartKind::Compressed,
+            role: *role,
+            crc32c: crc32c::crc32c(block),
+            raw_len: raw.len() as u64,
+            stored_len: block.len() as u64,
+        });
+        payload.extend_from_slice(block);
+    }
+    let tail = (data.len() - zeros_from) as u64;
+    if tail > 0 {
+        parts.push(Part {
+            kind: PartKind::Zeros,
+            role: Role::ZeroTail,
+            crc32c: crc32c::crc32c(&[]),
+            raw_len: tail,
+            stored_len: 0,
+        });
+    }
+    let header = Header {
+        name: name.into(),
+        original_size: data.len() as u64,
+        sha256,
+        spec: *spec,
+        transform: Transform::WalRecords(info, split.info),
+        parts,
+    };
+    let mut bytes = header.encode();
+    bytes.extend_from_slice(&payload);
+    Ok(Packed { header, bytes })
+}
+
+/// Compresses each input into one block, spreading them over two threads, largest first to
+/// whichever thread has less to do.
+fn compress_parallel(
+    spec: &Spec,
+    inputs: &[(Role, &[u8])],
+) -> Result<Vec<Vec<u8>>, codec::CodecError> {
+    let mut order: Vec<usize> = (0..inputs.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(inputs[i].1.len()));
+    let mut lanes: [(usize, Vec<usize>); 2] = Default::default();
+    for i in order {
+        let lane = if lanes[0].0 <= lanes[1].0 { 0 } else { 1 };
+        lanes[lane].0 += inputs[i].1.len();
+        lanes[lane].1.push(i);
+    }
+    let run = |ids: &[usize]| -> Result<Vec<(usize, Vec<u8>)>, codec::CodecError> {
+        let mut c = BlockCompressor::new(spec)?;
+        ids.iter()
+            .map(|&i| {
+                let mut out = Vec::new();
+                c.compress(inputs[i].1, &mut out)?;
+                Ok((i, out))
+            })
+            .collect()
+    };
+    let (a, b) = std::thread::scope(|scope| {
+        let other = scope.spawn(|| run(&lanes[1].1));
+        let mine = run(&lanes[0].1);
+        (mine, other.join().expect("compression thread panicked"))
+    });
+    let mut out = vec![Vec::new(); inputs.len()];
+    for (i, block) in a?.into_iter().chain(b?) {
+        out[i] = block;
+    }
+    Ok(out)
 }
 
 /// The WAL split of `data` if it is a whole segment PostgreSQL 15-18 wrote: valid prefix,

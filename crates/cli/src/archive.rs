@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::str::FromStr;
 
-use ::archive::{ArchiveError, Header, LocalRepo, PushOutcome, Role, Transform};
+use ::archive::{ArchiveError, Header, LocalRepo, PushOutcome, Role};
 use clap::{Args, Subcommand};
 use codec::Spec;
 use serde_json::json;
@@ -190,10 +190,7 @@ fn transform_name(h: &Header) -> String {
         .iter()
         .map(|p| format!("{} {}", p.role.name(), bytes(p.raw_len)))
         .collect();
-    let t = match h.transform {
-        Transform::Wal(_) => "wal",
-        _ => "plain",
-    };
+    let t = h.transform.name();
     if parts.is_empty() {
         t.to_string()
     } else {
@@ -239,8 +236,8 @@ fn list(a: ListArgs, info: bool) -> anyhow::Result<ExitCode> {
                     "stored": e.stored_size,
                     "ratio": ratio(h.original_size, e.stored_size),
                     "method": h.spec.to_string(),
-                    "transform": match h.transform { Transform::Wal(_) => "wal", _ => "plain" },
-                    "valid_wal_bytes": match h.transform { Transform::Wal(w) => Some(w.valid_len), _ => None },
+                    "transform": h.transform.name(),
+                    "valid_wal_bytes": h.transform.wal_info().map(|w| w.valid_len),
                     "parts": h.parts.iter().map(|p| json!({
                         "role": p.role.name(), "raw": p.raw_len, "stored": p.stored_len,
                     })).collect::<Vec<_>>(),

@@ -105,8 +105,8 @@ fn every_kind_of_file_round_trips() {
         let info = list_json(&repo);
         for f in info["files"].as_array().expect("files") {
             assert_eq!(
-                f["transform"], "wal",
-                "{f}: a real segment gets the WAL transform"
+                f["transform"], "wal-records",
+                "{f}: a real segment gets the WAL records transform"
             );
         }
         // The live segment ends in zeros (or stale bytes), stored without compressing them.
