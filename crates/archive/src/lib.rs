@@ -1,8 +1,9 @@
 //! WAL-aware, lossless, durable archiving for `archive_command` and `restore_command`.
 //!
-//! [`container`] is the self-describing file format (sans-IO, capped); [`pack`] splits a WAL
-//! segment into its valid prefix and its zero or stale tail, compresses everything else
-//! plainly, and checks every container by decoding it before it is used; [`repo`] is a local
+//! [`container`] is the self-describing file format (sans-IO, capped); [`pack`] takes a WAL
+//! segment apart into streams ([`walsplit`]) and stores its zero or stale tail apart,
+//! compresses everything else plainly, and checks every container by decoding it before it
+//! is used; [`repo`] is a local
 //! directory repository with the semantics of PostgreSQL's `contrib/basic_archive`.
 #![deny(missing_docs)]
 
@@ -10,16 +11,18 @@ pub mod container;
 pub mod error;
 pub mod pack;
 pub mod repo;
+pub mod walsplit;
 
 pub use container::{decode, Header, Part, PartKind, Role, Transform, WalInfo};
 pub use error::{ArchiveError, ContainerError};
 pub use pack::{pack, Packed};
 pub use repo::{Entry, LocalRepo, PushOutcome};
 
-/// The default method. zstd level 6 is where zstd's ratio jumps (lazy2 matching, larger
-/// window): on 16 MB pgbench segments (wal_compression=off) 12.2x against 10.8x for levels 3
-/// and 5, at about half the CPU of pgBackRest's default gzip level 6 (docs/ARCHIVE-FORMAT.md).
-pub const DEFAULT_METHOD: &str = "zstd:level=6";
+/// The default method. With the WAL records transform, zstd level 3 on the streams is
+/// 1.3 to 1.6 times smaller than zstd level 3 on whole 16 MB segments (pgBackRest's `zst`
+/// default) at about the same push time; level 6 saves another 8% for almost twice the CPU.
+/// For the smallest archive use `xz:1` (docs/BENCHMARKS.md, docs/ARCHIVE-FORMAT.md).
+pub const DEFAULT_METHOD: &str = "zstd:level=3";
 
 #[cfg(test)]
 mod tests;
