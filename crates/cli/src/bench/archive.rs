@@ -445,13 +445,21 @@ pub fn run(a: BenchArchiveArgs) -> anyhow::Result<ExitCode> {
     let versions: Vec<Value> = places
         .iter()
         .map(|p| {
-            let (push, _) = p.push(&me, Path::new("%p"));
-            let (get, _) = p.get(&me, "%f", Path::new("%p"));
+            // The command lines as archive_command and restore_command would hold them.
+            let line = |(cmd, out): (Command, Option<PathBuf>)| {
+                let mut l = pgtest::run::command_line(&cmd);
+                if let Some(out) = out {
+                    let _ = write!(l, " > {}", out.display());
+                }
+                // A program's compressed file is named after the segment (%f), not its path.
+                l.replace(&me.display().to_string(), "pgcompress")
+                    .replace("/%p.", "/%f.")
+            };
             json!({
                 "tool": p.tool.label(),
                 "version": tool_version(&p.tool),
-                "push": pgtest::run::command_line(&push),
-                "get": pgtest::run::command_line(&get),
+                "push": line(p.push(&me, Path::new("%p"))),
+                "get": line(p.get(&me, "%f", Path::new("%p"))),
             })
         })
         .collect();
