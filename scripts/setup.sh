@@ -13,6 +13,7 @@ have_pg || missing+=(postgresql-15 postgresql-contrib-15)
 command -v zstd >/dev/null 2>&1 || missing+=(zstd)
 command -v xz >/dev/null 2>&1 || missing+=(xz-utils)
 command -v gzip >/dev/null 2>&1 || missing+=(gzip)
+command -v pgbackrest >/dev/null 2>&1 || missing+=(pgbackrest)  # the peer of `pgcompress bench archive`
 command -v runuser >/dev/null 2>&1 || missing+=(util-linux)
 command -v cc >/dev/null 2>&1 || missing+=(build-essential)
 

@@ -117,6 +117,8 @@ Examples:\n  pgcompress bench read\n  pgcompress bench read --runs 9 /archive/wa
     Read(BenchReadArgs),
     /// The Greenplum wal_compression workloads under each setting, and the advisor's predictions checked.
     Wal(crate::bench::BenchWalArgs),
+    /// `pgcompress archive push|get` against pgBackRest, gzip, zstd and xz on the same WAL segments.
+    Archive(crate::bench::BenchArchiveArgs),
 }
 
 #[derive(Args, Debug)]

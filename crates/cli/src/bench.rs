@@ -12,10 +12,15 @@ use std::time::{Duration, Instant};
 mod bench_wal;
 pub use bench_wal::BenchWalArgs;
 
+#[path = "bench/archive.rs"]
+pub(crate) mod bench_archive;
+pub use bench_archive::BenchArchiveArgs;
+
 pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         BenchCommand::Read(a) => read(a),
         BenchCommand::Wal(a) => bench_wal::run(a),
+        BenchCommand::Archive(a) => bench_archive::run(a),
     }
 }
 

@@ -58,6 +58,60 @@ fn demo_json_compares_the_four_settings() {
             assert!(num(r, "fpi_bytes") < num(r, "fpi_raw_bytes"), "{r}");
         }
     }
+    check_archive(&doc);
+}
+
+/// The archive comparison: the off run's segments, pushed by pgcompress, gzip -6 and zstd -3.
+fn check_archive(doc: &Value) {
+    let a = &doc["archive"];
+    assert_eq!(a["run"], "off", "{a}");
+    let off_segments = doc["runs"][0]["segments"]
+        .as_array()
+        .expect("the off run's segments")
+        .len() as u64;
+    assert!(off_segments > 0);
+    assert_eq!(num(a, "segments"), off_segments, "{a}");
+    let original = num(a, "original_bytes");
+    assert_eq!(original, off_segments * num(doc, "segment_size"), "{a}");
+    let tools = a["tools"].as_array().expect("an archive tools array");
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["tool"].as_str()).collect();
+    assert_eq!(names, ["pgcompress (default zstd:6)", "gzip -6", "zstd -3"]);
+    for t in tools {
+        let stored = num(t, "stored_bytes");
+        assert!(stored > 0 && stored < original, "{t}");
+        let ratio = t["ratio"].as_f64().expect("ratio");
+        assert!(
+            (ratio - original as f64 / stored as f64).abs() < 1e-9 * ratio,
+            "{t}"
+        );
+    }
+}
+
+#[test]
+fn demo_table_shows_the_archive_comparison() {
+    let out = pgcompress(&["demo", "--scale", "1", "--transactions", "100"], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "demo failed: {stderr}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let heading = text
+        .lines()
+        .position(|l| l.starts_with("Archiving the off run's"))
+        .unwrap_or_else(|| panic!("no archive comparison in:\n{text}"));
+    let lines: Vec<&str> = text.lines().skip(heading + 1).take(3).collect();
+    for (line, tool) in lines
+        .iter()
+        .zip(["pgcompress (default zstd:6)", "gzip -6", "zstd -3"])
+    {
+        assert!(line.trim_start().starts_with(tool), "{line:?} in:\n{text}");
+        let ratio: f64 = line
+            .rsplit("ratio")
+            .next()
+            .and_then(|r| r.trim().strip_suffix('x'))
+            .and_then(|r| r.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no ratio in {line:?}"));
+        assert!(ratio > 1.0, "{line:?}");
+    }
+    assert_eq!(lines.len(), 3, "{text}");
 }
 
 #[test]

@@ -101,3 +101,109 @@ pub fn bulk_updates(cluster: &Cluster, rows: u32, rounds: u32) -> Result<Workloa
         Ok(String::new())
     })
 }
+
+/// Common English words, the most frequent first; [`prose_round`] draws from them with a skew towards the
+/// start of the list, so its text has roughly the word frequencies of English.
+const PROSE_WORDS: &str = "the of and to a in is that for it as was with be by on not he this are or his from at \
+which but have an they you were her she there one all we their been has would when who will more no if out so \
+said what up its about than into them can only other new some could time these two may then do first any my now \
+such like our over man me even most made after also did many before must through back years where much your way \
+well down should because each just those people how too little state good very make world still own see men work \
+long get here between both life being under never day same another know while last might us great old year off \
+come since against go came right used take three himself few house use during without again place around however \
+home small found thought went say part once general high upon school every does got united left number course war \
+until always away something fact though water less public put think almost hand enough far took head yet \
+government system better set told nothing night end why called didn't eyes find going look asked later knew \
+point next program city business give group toward young days let room president side social given present \
+several order national possible rather second face per among form important often things looking early white \
+case john become large big need four within felt along children saw best church ever least power development \
+light thing seemed family interest want members mind country area others done turned although open god service \
+certain kind problem began different door thus help sense means whole matter perhaps itself york times law human \
+line above name example action company hands local show whether five history gave today either act feet across \
+taken past quite anything seen having death week experience body word half really field am car words already \
+themselves information tell together college shall money period held keep sure probably free seems political \
+real behind cannot question air office making brought whose special major heard problems ago became federal \
+moment study available known result street economic boy position reason change south board individual job society";
+
+/// Customer names for the `author` column.
+const PROSE_AUTHORS: &str = "Alice Martin,Bruno Keller,Chiara Rossi,Daniel Okafor,Emma Lindqvist,Farid Haddad,\
+Grace Chen,Hugo Moreau,Ingrid Nilsen,Jonas Weber,Keiko Tanaka,Liam O'Brien,Maria Garcia,Nina Petrova,\
+Oscar Silva,Priya Raman";
+
+/// `hashint8` of an expression mapped to a float in [0, 1): PostgreSQL's own hash, so rows are reproducible.
+fn unit(expr: &str) -> String {
+    format!("((hashint8(({expr})::bigint)::bigint & 2147483647)::float8 / 2147483648.0)")
+}
+
+/// Creates `prose_words` (the vocabulary, numbered) and `prose` (an id, an author, a title, a body, a time).
+fn prose_setup_sql() -> String {
+    let quote = |w: &str| format!("'{}'", w.replace('\'', "''"));
+    let words: Vec<String> = PROSE_WORDS.split_whitespace().map(quote).collect();
+    format!(
+        "DROP TABLE IF EXISTS prose_words, prose;
+         CREATE TABLE prose_words (id int PRIMARY KEY, word text NOT NULL);
+         INSERT INTO prose_words SELECT n, w FROM unnest(ARRAY[{words}]) WITH ORDINALITY AS t(w, n);
+         CREATE TABLE prose (id bigint PRIMARY KEY, author text NOT NULL, title text NOT NULL,
+                             body text NOT NULL, edited timestamptz NOT NULL);",
+        words = words.join(","),
+    )
+}
+
+/// SQL for rows `first..=last` of `prose`. A body is 4 to 11 sentences of 6 to 20 words, frequent words more
+/// often (the square skews the draw towards the start of [`PROSE_WORDS`]), capitalised, a comma after the
+/// fourth word of one sentence in three, a full stop at the end: about 0.4 to 1.2 kB.
+fn prose_insert_sql(first: u64, last: u64) -> String {
+    let words = PROSE_WORDS.split_whitespace().count();
+    let authors: Vec<String> = PROSE_AUTHORS
+        .split(',')
+        .map(|a| format!("'{}'", a.replace('\'', "''")))
+        .collect();
+    format!(
+        "INSERT INTO prose
+         SELECT i, (ARRAY[{authors}])[1 + floor({na} * {author})::int],
+                initcap(min(t) FILTER (WHERE s = 1)),
+                string_agg(upper(left(t, 1)) || substr(t, 2) || '.', ' ' ORDER BY s),
+                timestamptz '2024-01-01 00:00:00+00' + i * interval '17 seconds'
+         FROM (SELECT i, s, string_agg(w.word, CASE WHEN k = 5 AND s % 3 = 0 THEN ', ' ELSE ' ' END ORDER BY k) AS t
+               FROM generate_series({first}, {last}) AS i
+               CROSS JOIN LATERAL generate_series(1, 4 + floor(8 * {sentences})::int) AS s
+               CROSS JOIN LATERAL generate_series(1, 6 + floor(15 * {length})::int) AS k
+               JOIN prose_words AS w ON w.id = 1 + floor({words} * {word} ^ 2)::int
+               GROUP BY i, s) AS sentences
+         GROUP BY i;",
+        authors = authors.join(","),
+        na = authors.len(),
+        author = unit("i * 5 + 1"),
+        sentences = unit("i * 3"),
+        length = unit("i * 1009 + s * 31"),
+        word = unit("i * 7919 + s * 131 + k"),
+    )
+}
+
+/// One round of a text-heavy workload of English-like prose: a checkpoint (so the round's first change to each
+/// page writes a full-page image), `rows` new rows (the text stays below the TOAST threshold, so it sits in the
+/// heap and in the WAL uncompressed), then eight words appended to one row in eight among the rows written
+/// before. Round 0 creates the tables. The same rounds give the same rows.
+pub fn prose_round(cluster: &Cluster, round: u32, rows: u32) -> Result<WorkloadReport> {
+    let first = u64::from(round) * u64::from(rows) + 1;
+    let last = first + u64::from(rows) - 1;
+    let setup = if round == 0 {
+        prose_setup_sql()
+    } else {
+        String::new()
+    };
+    let words = PROSE_WORDS.split_whitespace().count();
+    let sql = format!(
+        "{setup}
+         CHECKPOINT;
+         {insert}
+         UPDATE prose SET edited = edited + interval '1 day',
+                body = body || ' Edit:' || (SELECT string_agg(' ' || w.word, '' ORDER BY k)
+                                            FROM generate_series(1, 8) AS k
+                                            JOIN prose_words AS w ON w.id = 1 + floor({words} * {word} ^ 2)::int)
+         WHERE id < {first} AND (id + {round}) % 8 = 0;",
+        insert = prose_insert_sql(first, last),
+        word = unit(&format!("prose.id * 104729 + k * 13 + {round}")),
+    );
+    measured(cluster, || cluster.psql(&sql).map(|_| String::new()))
+}

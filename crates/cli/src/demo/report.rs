@@ -49,6 +49,54 @@ pub struct Demo {
     pub runs: Vec<RunResult>,
     /// What the advisor predicts from the `off` run's WAL alone.
     pub advice: Option<advise::Advice>,
+    /// The `off` run's segments archived by pgcompress and by the usual compressors.
+    pub archive: Option<ArchiveComparison>,
+}
+
+/// Bytes an archive of the same segments holds, per tool.
+#[derive(Debug, Clone)]
+pub struct ArchiveComparison {
+    /// Segment files archived.
+    pub segments: usize,
+    /// Their size before compression.
+    pub original_bytes: u64,
+    /// (tool, stored bytes), pgcompress first.
+    pub stored: Vec<(String, u64)>,
+}
+
+impl ArchiveComparison {
+    /// Original bytes / stored bytes.
+    fn ratio(&self, stored: u64) -> f64 {
+        self.original_bytes as f64 / stored.max(1) as f64
+    }
+
+    /// The `archive` member of the demo's JSON.
+    pub fn json(&self) -> serde_json::Value {
+        let tools: Vec<_> = self
+            .stored
+            .iter()
+            .map(|(tool, b)| json!({"tool": tool, "stored_bytes": b, "ratio": self.ratio(*b)}))
+            .collect();
+        json!({"run": "off", "segments": self.segments, "original_bytes": self.original_bytes, "tools": tools})
+    }
+
+    /// A few lines for the table.
+    pub fn table(&self) -> String {
+        let mut out = format!(
+            "Archiving the off run's {} WAL segment(s), {} (the zeros after its final switch included), one process per file as archive_command runs it:\n",
+            self.segments,
+            bytes(self.original_bytes)
+        );
+        for (tool, b) in &self.stored {
+            let _ = writeln!(
+                out,
+                "  {tool:<30} {:>12} stored, ratio {:>6.2}x",
+                bytes(*b),
+                self.ratio(*b)
+            );
+        }
+        out
+    }
 }
 
 impl Demo {
@@ -60,6 +108,7 @@ impl Demo {
             "workload": {"kind": "pgbench tpcb-like", "scale": self.scale, "clients": self.clients,
                          "transactions_per_client": self.transactions},
             "runs": self.runs,
+            "archive": self.archive.as_ref().map(ArchiveComparison::json),
         })
     }
 
@@ -135,6 +184,10 @@ impl Demo {
         out.push('\n');
         out.push_str(&self.summary());
         out.push('\n');
+        if let Some(a) = &self.archive {
+            out.push('\n');
+            out.push_str(&a.table());
+        }
         out
     }
 

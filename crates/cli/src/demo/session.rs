@@ -1,12 +1,13 @@
 //! The server side of the demo: start a cluster, load the pgbench tables once, then for each setting copy
 //! them, configure, checkpoint, run, isolate the run's WAL in its own segments, read and verify it.
 
-use super::report::{Demo, RunResult};
+use super::report::{ArchiveComparison, Demo, RunResult};
 use super::{check_interrupted, Progress, SETTINGS};
 use crate::args::DemoArgs;
 use crate::runs::{guc_value, isolated_run, parse_tps, start_cluster, Server};
 use anyhow::{bail, Context};
 use pgtest::{Cluster, PgInstall};
+use std::path::PathBuf;
 use wal::source::SegmentSet;
 use wal::{DecoderOptions, ImageMethod};
 
@@ -89,6 +90,9 @@ pub fn compare(a: &DemoArgs, p: &Progress) -> anyhow::Result<Demo> {
     };
     let advice = advise::advise(&SegmentSet::from_paths(&off)?, &opts, &mut |_| {})
         .context("running the advisor on the off run's WAL")?;
+    // What an archive would hold: the off run's segments pushed one by one, as archive_command does.
+    p.step("archiving the off run's segments with pgcompress, gzip -6 and zstd -3");
+    let archive = archive_off_run(&off).context("archiving the off run's WAL")?;
     p.step("stopping and deleting the cluster");
     cluster.stop().context("stopping the throwaway cluster")?;
     drop(cluster);
@@ -100,6 +104,28 @@ pub fn compare(a: &DemoArgs, p: &Progress) -> anyhow::Result<Demo> {
         transactions: a.transactions,
         runs,
         advice: Some(advice),
+        archive: Some(archive),
+    })
+}
+
+/// Stored bytes of the off run's segments with `pgcompress archive push` (default method), `gzip -6` and
+/// `zstd -3`, each file pushed by its own process; a program that is not installed is left out.
+fn archive_off_run(segments: &[PathBuf]) -> anyhow::Result<ArchiveComparison> {
+    use crate::bench::bench_archive::{stored_bytes, Tool, GZIP, ZSTD};
+    let mut original = 0;
+    for s in segments {
+        original += std::fs::metadata(s)
+            .with_context(|| format!("reading {}", s.display()))?
+            .len();
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("pgcompress-demo-archive-")
+        .tempdir()?;
+    let stored = stored_bytes(&[Tool::Pgcompress(None), GZIP, ZSTD], segments, dir.path())?;
+    Ok(ArchiveComparison {
+        segments: segments.len(),
+        original_bytes: original,
+        stored: stored.into_iter().map(|(t, b)| (t.label(), b)).collect(),
     })
 }
 

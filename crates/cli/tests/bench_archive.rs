@@ -1,0 +1,142 @@
+//! `pgcompress bench archive` end to end: both corpora written on a real throwaway PostgreSQL, every tool
+//! (pgcompress, pgBackRest, gzip, zstd, xz) pushing and restoring every segment. Checks the structure and the
+//! arithmetic of the report, never a timing.
+
+use serde_json::Value;
+use std::process::Command;
+
+const TOOLS: [&str; 8] = [
+    "pgcompress (default zstd:6)",
+    "pgcompress --method lz4",
+    "pgbackrest gz:6",
+    "pgbackrest lz4:1",
+    "pgbackrest zst:3",
+    "gzip -6",
+    "zstd -3",
+    "xz -6",
+];
+
+fn f(v: &Value, k: &str) -> f64 {
+    v[k].as_f64()
+        .unwrap_or_else(|| panic!("{k} missing or not a number in {v}"))
+}
+
+fn u(v: &Value, k: &str) -> u64 {
+    v[k].as_u64()
+        .unwrap_or_else(|| panic!("{k} missing or not an integer in {v}"))
+}
+
+#[test]
+fn bench_archive_measures_every_tool_on_both_corpora() {
+    let out = Command::new(env!("CARGO_BIN_EXE_pgcompress"))
+        .args([
+            "bench",
+            "archive",
+            "--segments",
+            "2",
+            "--methods",
+            "default,lz4",
+            "--json",
+        ])
+        .output()
+        .expect("pgcompress runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "bench archive failed: {stderr}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON object ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    assert_eq!(u(&doc, "segment_size"), 16 << 20);
+    assert_eq!(doc["wal_compression"], "off");
+    let tools: Vec<&str> = doc["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["tool"].as_str())
+        .collect();
+    assert_eq!(tools, TOOLS);
+
+    let corpora = doc["corpora"].as_array().expect("corpora");
+    let names: Vec<&str> = corpora.iter().filter_map(|c| c["name"].as_str()).collect();
+    assert_eq!(names, ["pgbench", "text", "all"]);
+    for c in corpora {
+        let name = c["name"].as_str().unwrap_or("");
+        let segments = if name == "all" { 4 } else { 2 };
+        assert_eq!(u(c, "segments"), segments, "{name}");
+        assert_eq!(u(c, "original_bytes"), segments * (16 << 20), "{name}");
+        let results = c["results"].as_array().expect("results");
+        let labels: Vec<&str> = results.iter().filter_map(|r| r["tool"].as_str()).collect();
+        assert_eq!(labels, TOOLS, "{name}");
+        let ratio_of = |label: &str| {
+            let r = results
+                .iter()
+                .find(|r| r["tool"] == label)
+                .expect("reference present");
+            f(r, "ratio")
+        };
+        for r in results {
+            let tool = r["tool"].as_str().unwrap_or("");
+            let (original, stored) = (u(r, "original_bytes"), u(r, "stored_bytes"));
+            assert_eq!(original, u(c, "original_bytes"), "{name} {tool}");
+            // Every tool compresses WAL with wal_compression = off, and none of them to nothing.
+            assert!(stored > 0 && stored < original, "{name} {tool}: {stored}");
+            let ratio = f(r, "ratio");
+            assert!(
+                (ratio - original as f64 / stored as f64).abs() < 1e-9 * ratio,
+                "{name} {tool}: ratio {ratio} is not {original} / {stored}"
+            );
+            for k in ["push_wall_s", "get_wall_s"] {
+                assert!(f(r, k) > 0.0, "{name} {tool}: {k}");
+            }
+            for k in ["push_cpu_s", "get_cpu_s"] {
+                assert!(f(r, k) >= 0.0, "{name} {tool}: {k}");
+            }
+            assert_eq!(u(r, "roundtrips"), segments, "{name} {tool}");
+            // Every restored file is the original, byte for byte (SHA-256), for every tool.
+            assert_eq!(u(r, "roundtrips_identical"), segments, "{name} {tool}");
+            for reference in ["pgbackrest zst:3", "xz -6"] {
+                let rel = &r["relative"][reference];
+                let expected = ratio / ratio_of(reference);
+                assert!(
+                    (f(rel, "ratio") - expected).abs() < 1e-9 * expected,
+                    "{name} {tool} against {reference}: {rel}"
+                );
+                for k in ["push_wall", "get_wall"] {
+                    assert!(f(rel, k) > 0.0, "{name} {tool} against {reference}: {k}");
+                }
+                if tool == reference {
+                    assert_eq!(f(rel, "ratio"), 1.0);
+                    assert_eq!(f(rel, "push_wall"), 1.0);
+                    assert_eq!(f(rel, "get_wall"), 1.0);
+                }
+            }
+        }
+        // The byte counts of the combined corpus are the sums of the two corpora.
+        if name == "all" {
+            for (i, r) in results.iter().enumerate() {
+                let parts: u64 = corpora[..2]
+                    .iter()
+                    .map(|k| u(&k["results"][i], "stored_bytes"))
+                    .sum();
+                assert_eq!(u(r, "stored_bytes"), parts, "{}", r["tool"]);
+            }
+        }
+    }
+}
+
+#[test]
+fn bench_archive_refuses_a_bad_method_list() {
+    for methods in ["zstd:99", "default,,lz4", "default,default", "brotli"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_pgcompress"))
+            .args(["bench", "archive", "--methods", methods])
+            .output()
+            .expect("pgcompress runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{methods}: {stderr}");
+        assert!(out.stdout.is_empty(), "{methods}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{methods}: {stderr}");
+        assert!(stderr.contains("--methods"), "{methods}: {stderr}");
+    }
+}
