@@ -62,6 +62,10 @@ pub struct BenchArchiveArgs {
     /// Print one JSON object instead of tables.
     #[arg(long)]
     pub json: bool,
+    /// Also copy each corpus's segments to DIR/<corpus>/ (for `wal stats`, `wal advise` or
+    /// another compressor); DIR is created if missing.
+    #[arg(long, value_name = "DIR")]
+    pub keep_corpus: Option<PathBuf>,
 }
 
 /// `--corpus`.
@@ -364,6 +368,18 @@ pub fn run(a: BenchArchiveArgs) -> anyhow::Result<ExitCode> {
     }
     if a.corpus != CorpusChoice::Pgbench {
         corpora.push(text_corpus(&cluster, &server, a.segments, root)?);
+    }
+    if let Some(keep) = &a.keep_corpus {
+        for c in &corpora {
+            let dir = keep.join(c.name);
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("creating {}", dir.display()))?;
+            for seg in &c.segments {
+                let to = dir.join(file_name(seg));
+                std::fs::copy(seg, &to)
+                    .with_context(|| format!("copying {} to {}", seg.display(), to.display()))?;
+            }
+        }
     }
     let places = prepare(&tools, &cluster, root)?;
     eprintln!(
