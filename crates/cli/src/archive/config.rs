@@ -109,7 +109,7 @@ the config file (--config or {CONFIG_ENV})"
     };
 
     let method = if let Some(m) = flags.method {
-        m.clone()
+        *m
     } else if let Some(m) = text_var(METHOD_ENV)? {
         parse_spec(&m).map_err(|e| anyhow!("{METHOD_ENV}: {e}"))?
     } else if let Some(m) = &file.method {
