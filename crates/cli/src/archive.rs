@@ -20,7 +20,7 @@ pub const ARCHIVE_HELP: &str = "Repositories:\n  \
 Settings, highest precedence first: flag, environment, config file, default.\n  \
 repo       --repo       $PGCOMPRESS_REPO\n  \
 method     --method     $PGCOMPRESS_METHOD                       default zstd:level=6\n  \
-endpoint   --endpoint   $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL   default AWS itself\n  \
+endpoint   --endpoint   $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL  default AWS itself\n  \
 region     --region     $AWS_REGION, $AWS_DEFAULT_REGION         default us-east-1\n\
 The config file is --config FILE or $PGCOMPRESS_CONFIG (TOML; unknown keys are an error; a relative \
 directory in `repo` is relative to the file). S3 credentials come from the environment only: \
