@@ -16,6 +16,9 @@ command -v gzip >/dev/null 2>&1 || missing+=(gzip)
 command -v pgbackrest >/dev/null 2>&1 || missing+=(pgbackrest)  # the peer of `pgcompress bench archive`
 command -v runuser >/dev/null 2>&1 || missing+=(util-linux)
 command -v cc >/dev/null 2>&1 || missing+=(build-essential)
+# Python with venv for moto_server, the S3-compatible server of the archive tests.
+PYTHON=/usr/bin/python3
+"$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3 python3-venv)
 
 if ((${#missing[@]})); then
     echo "setup: installing ${missing[*]}" >&2
@@ -34,10 +37,30 @@ if [ "$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1; then
     useradd --system --home-dir /var/lib/postgresql --shell /bin/bash postgres
 fi
 
+# moto_server (Python's moto[server]) plays S3 in crates/cli/tests/archive_s3.rs and
+# archive_e2e.rs. Debian's pip refuses system-wide installs, so it gets its own venv; the
+# version is pinned so every machine tests against the same server.
+MOTO_VERSION=5.2.5
+VENV=${PGCOMPRESS_VENV:-/opt/pgcompress-venv}
+have_moto() {
+    [ -x "$VENV/bin/moto_server" ] &&
+        [ "$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("moto"))' 2>/dev/null)" = "$MOTO_VERSION" ]
+}
+if ! have_moto; then
+    echo "setup: installing moto[server]==$MOTO_VERSION into $VENV" >&2
+    if ! mkdir -p "$VENV" 2>/dev/null || [ ! -w "$VENV" ]; then
+        echo "setup: cannot write $VENV (run: sudo bash scripts/setup.sh, or set PGCOMPRESS_VENV)" >&2
+        exit 1
+    fi
+    "$PYTHON" -m venv --clear "$VENV"
+    "$VENV/bin/pip" install -q --disable-pip-version-check "moto[server]==$MOTO_VERSION"
+    have_moto || { echo "setup: moto_server did not install into $VENV" >&2; exit 1; }
+fi
+
 for c in rustfmt clippy; do
     if ! cargo "${c/rustfmt/fmt}" --version >/dev/null 2>&1; then
         rustup component add "$c"
     fi
 done
 bash "$(dirname "$0")/chromium.sh"  # headless browser for the wal advise --html report test
-echo "setup: ok ($(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | tail -n 1))" >&2
+echo "setup: ok ($(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | tail -n 1); moto $MOTO_VERSION in $VENV)" >&2

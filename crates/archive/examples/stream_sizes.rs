@@ -39,7 +39,9 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
         // STREAM_SIZES_DUMP=DIR writes each segment's streams there, for other compressors.
         if let Ok(dir) = std::env::var("STREAM_SIZES_DUMP") {
-            let base = std::path::Path::new(path).file_name().ok_or("no file name")?;
+            let base = std::path::Path::new(path)
+                .file_name()
+                .ok_or("no file name")?;
             for (st, bytes) in Stream::ALL.iter().zip(&s.streams) {
                 let name = format!("{}.{}", base.to_string_lossy(), *st as usize);
                 std::fs::write(std::path::Path::new(&dir).join(name), bytes)?;

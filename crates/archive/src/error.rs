@@ -178,6 +178,27 @@ pub enum ArchiveError {
         /// The file name.
         name: String,
     },
+    /// The repository itself is not there (a directory that does not exist, a missing bucket).
+    #[error("repository {location} {reason}")]
+    NoRepository {
+        /// The repository's location.
+        location: String,
+        /// What is wrong ("is not a directory", ...).
+        reason: String,
+    },
+    /// A request to an object store failed.
+    #[error("{what} {location}: {detail}")]
+    Store {
+        /// What was being done ("reading NAME from", "listing").
+        what: String,
+        /// The repository's location.
+        location: String,
+        /// The store's error and its causes, on one line.
+        detail: String,
+    },
+    /// A repository location or setting that cannot be used.
+    #[error("{0}")]
+    Config(String),
 }
 
 impl ArchiveError {

@@ -3,8 +3,8 @@
 //! [`container`] is the self-describing file format (sans-IO, capped); [`pack`] takes a WAL
 //! segment apart into streams ([`walsplit`]) and stores its zero or stale tail apart,
 //! compresses everything else plainly, and checks every container by decoding it before it
-//! is used; [`repo`] is a local
-//! directory repository with the semantics of PostgreSQL's `contrib/basic_archive`.
+//! is used; [`repo`] gives a local directory or an S3-compatible bucket the semantics of
+//! PostgreSQL's `contrib/basic_archive`.
 #![deny(missing_docs)]
 
 pub mod container;
@@ -16,7 +16,7 @@ pub mod walsplit;
 pub use container::{decode, Header, Part, PartKind, Role, Transform, WalInfo};
 pub use error::{ArchiveError, ContainerError};
 pub use pack::{pack, Packed};
-pub use repo::{Entry, LocalRepo, PushOutcome};
+pub use repo::{Entry, Location, PushOutcome, Repository, S3Options};
 
 /// The default method. With the WAL records transform, zstd level 3 on the streams is
 /// 1.3 to 1.6 times smaller than zstd level 3 on whole 16 MB segments (pgBackRest's `zst`

@@ -6,7 +6,7 @@ use std::str::FromStr;
 use codec::Spec;
 
 use crate::container::{decode, Header, MAGIC};
-use crate::{pack, ArchiveError, LocalRepo, PushOutcome, Transform};
+use crate::{pack, ArchiveError, PushOutcome, Repository, Transform};
 
 fn spec() -> Spec {
     Spec::from_str("zstd:level=3").expect("spec")
@@ -122,7 +122,9 @@ fn names_must_be_file_names() {
 #[test]
 fn repository_semantics() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let repo = LocalRepo::new(dir.path().join("repo"));
+    let repo_dir = dir.path().join("repo");
+    let repo = Repository::local(&repo_dir);
+    let path_of = |name: &str| repo_dir.join(crate::repo::key_of(name));
     let src = dir.path().join("000000010000000000000001");
     let data = noise(300_000, 5);
     std::fs::write(&src, &data).expect("write");
@@ -133,7 +135,7 @@ fn repository_semantics() {
         Ok(PushOutcome::Stored(_))
     ));
     // Same name, same content: success, nothing rewritten.
-    let before = std::fs::read(repo.path_of(name)).expect("read");
+    let before = std::fs::read(path_of(name)).expect("read");
     assert!(matches!(
         repo.push(&src, name, &Spec::from_str("lz4").expect("spec")),
         Ok(PushOutcome::AlreadyArchived(_))
@@ -144,7 +146,7 @@ fn repository_semantics() {
         repo.push(&src, name, &spec()),
         Err(ArchiveError::Conflict { .. })
     ));
-    assert_eq!(std::fs::read(repo.path_of(name)).expect("read"), before);
+    assert_eq!(std::fs::read(path_of(name)).expect("read"), before);
 
     let dest = dir.path().join("RECOVERYXLOG");
     repo.get(name, &dest).expect("get");
@@ -161,7 +163,7 @@ fn repository_semantics() {
     let mut bad = before.clone();
     let mid = bad.len() / 2;
     bad[mid] ^= 0x10;
-    std::fs::write(repo.path_of(name), &bad).expect("write");
+    std::fs::write(path_of(name), &bad).expect("write");
     let dest2 = dir.path().join("p2");
     assert!(matches!(
         repo.get(name, &dest2),
@@ -192,15 +194,58 @@ fn repository_semantics() {
 #[test]
 fn renamed_container_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let repo = LocalRepo::new(dir.path());
+    let repo = Repository::local(dir.path());
+    let path_of = |name: &str| dir.path().join(crate::repo::key_of(name));
     let src = dir.path().join("a");
     std::fs::write(&src, b"content of a").expect("write");
     repo.push(&src, "a", &spec()).expect("push");
-    std::fs::rename(repo.path_of("a"), repo.path_of("b")).expect("rename");
+    std::fs::rename(path_of("a"), path_of("b")).expect("rename");
     let dest = dir.path().join("out");
     assert!(matches!(
         repo.get("b", &dest),
         Err(ArchiveError::Corrupt { .. })
     ));
     assert!(!dest.exists());
+}
+
+#[test]
+fn a_missing_repository_is_not_a_missing_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = Repository::local(dir.path().join("nowhere"));
+    let dest = dir.path().join("RECOVERYHISTORY");
+    assert!(matches!(
+        repo.get("00000002.history", &dest),
+        Err(ArchiveError::NoRepository { .. })
+    ));
+    assert!(!dest.exists());
+}
+
+#[test]
+fn locations() {
+    use crate::Location;
+    assert_eq!(
+        Location::parse("s3://wal-bucket/prod/main/").expect("s3"),
+        Location::S3 {
+            bucket: "wal-bucket".into(),
+            prefix: "prod/main".into()
+        }
+    );
+    assert_eq!(Location::parse("S3://b").expect("s3").to_string(), "s3://b");
+    assert_eq!(
+        Location::parse("/backup/wal").expect("dir"),
+        Location::Dir("/backup/wal".into())
+    );
+    for bad in [
+        "",
+        "s3://",
+        "s3:/b",
+        "s3://b/a//c",
+        "s3://b/../c",
+        "s3://a b/c",
+    ] {
+        assert!(
+            matches!(Location::parse(bad), Err(ArchiveError::Config(_))),
+            "{bad:?}"
+        );
+    }
 }

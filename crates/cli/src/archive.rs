@@ -1,18 +1,43 @@
 //! `pgcompress archive ...`: archive_command / restore_command and repository inspection.
 
-use std::path::{Path, PathBuf};
-use std::process::ExitCode;
-use std::str::FromStr;
+mod config;
 
-use ::archive::{ArchiveError, Header, LocalRepo, PushOutcome, Role};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use ::archive::{ArchiveError, Header, PushOutcome, Repository, Role};
 use clap::{Args, Subcommand};
 use codec::Spec;
 use serde_json::json;
 
 use crate::output::bytes;
+use config::{parse_spec, Flags, Settings};
 
-/// Environment variable that stands in for `--repo`.
-pub const REPO_ENV: &str = "PGCOMPRESS_REPO";
+/// `pgcompress archive --help`: repositories, settings and their precedence, the config file.
+pub const ARCHIVE_HELP: &str = "Repositories:\n  \
+--repo /backup/wal          a local directory: <name>.pgcz files\n  \
+--repo s3://BUCKET/PREFIX   an S3-compatible bucket: objects PREFIX/<name>.pgcz\n\n\
+Settings, highest precedence first: flag, environment, config file, default.\n  \
+repo       --repo       $PGCOMPRESS_REPO\n  \
+method     --method     $PGCOMPRESS_METHOD                       default zstd:level=6\n  \
+endpoint   --endpoint   $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL  default AWS itself\n  \
+region     --region     $AWS_REGION, $AWS_DEFAULT_REGION         default us-east-1\n\
+The config file is --config FILE or $PGCOMPRESS_CONFIG (TOML; unknown keys are an error; a relative \
+directory in `repo` is relative to the file). S3 credentials come from the environment only: \
+AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN (or web identity or container \
+credentials); archive_command runs with the PostgreSQL server's environment, so set them there. \
+A custom endpoint may be http://.\n\n\
+Example config file, /etc/pgcompress.toml:\n  \
+repo = \"s3://pg-wal/main\"\n  \
+endpoint = \"http://127.0.0.1:9000\"   # an S3-compatible server; omit for AWS\n  \
+region = \"eu-west-1\"\n  \
+method = \"zstd:level=6\"\n\n\
+postgresql.conf:\n  \
+archive_command = 'pgcompress archive push --config /etc/pgcompress.toml %p'\n  \
+restore_command = 'pgcompress archive get --config /etc/pgcompress.toml %f %p'\n\n\
+Semantics are the same for both kinds of repository: a name is never overwritten (S3: a \
+conditional PutObject, If-None-Match: *), pushing identical content again succeeds, different \
+content fails; get writes %p only after the SHA-256 checks out.";
 
 #[derive(Subcommand, Debug)]
 pub enum ArchiveCommand {
@@ -20,10 +45,12 @@ pub enum ArchiveCommand {
     #[command(
         after_help = "Packs the file into a self-describing container (WAL segments: valid WAL \
 compressed, the zero tail after a switch or past the insert point stored as a length), decodes it again \
-and checks its SHA-256, then publishes it durably (temp file, fsync, link, fsync directory). Pushing a \
+and checks its SHA-256, then publishes it durably (directory: temp file, fsync, link, fsync directory; \
+S3: one conditional PutObject that fails if the name exists). Pushing a \
 name that is already archived with the same content succeeds; with different content it fails and \
 overwrites nothing.\n\n\
-postgresql.conf:\n  archive_mode = on\n  archive_command = 'pgcompress archive push --repo /backup/wal %p'\n\n\
+postgresql.conf:\n  archive_mode = on\n  archive_command = 'pgcompress archive push --repo /backup/wal %p'\n  \
+(or --repo s3://pg-wal/main, or --config FILE: see `pgcompress archive --help`)\n\n\
 Exit status: 0 archived (or already archived, identical); 1 failure (nothing published); 2 bad usage."
     )]
     Push(PushArgs),
@@ -32,8 +59,8 @@ Exit status: 0 archived (or already archived, identical); 1 failure (nothing pub
         after_help = "Decodes the archived file, checks its SHA-256, writes it next to PATH, \
 fsyncs and renames it to PATH. PATH appears only complete and checked.\n\n\
 postgresql.conf (or recovery settings):\n  restore_command = 'pgcompress archive get --repo /backup/wal %f %p'\n\n\
-Exit status: 0 restored; 1 not in the archive (silently, as PostgreSQL expects); 200 the repository is missing, or the file is archived but \
-damaged or unreadable (one line on stderr; above 125, so PostgreSQL aborts recovery instead of taking \
+Exit status: 0 restored; 1 not in the archive (silently, as PostgreSQL expects); 200 the repository is missing, \
+unreachable or misconfigured, or the file is archived but damaged or unreadable (one line on stderr; above 125, so PostgreSQL aborts recovery instead of taking \
 it for the end of the archive); 2 bad usage."
     )]
     Get(GetArgs),
@@ -49,21 +76,34 @@ damaged (each bad file named on stderr, first one first); 2 bad usage."
     Verify(RepoArgs),
 }
 
-/// Where the repository is.
+/// Where the repository is and how to reach it.
 #[derive(Args, Debug)]
 pub struct RepoArgs {
-    /// Repository directory (default: $PGCOMPRESS_REPO).
-    #[arg(long, value_name = "DIR")]
-    pub repo: Option<PathBuf>,
+    /// Repository: a directory, or s3://BUCKET/PREFIX (default: $PGCOMPRESS_REPO, then `repo`
+    /// in the config file).
+    #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX")]
+    pub repo: Option<std::ffi::OsString>,
+    /// TOML config file (default: $PGCOMPRESS_CONFIG; none if unset).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Custom S3 endpoint such as http://127.0.0.1:9000, for S3-compatible stores
+    /// (default: $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, then `endpoint` in the config file).
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Option<String>,
+    /// S3 region (default: $AWS_REGION, $AWS_DEFAULT_REGION, `region` in the config file,
+    /// then us-east-1).
+    #[arg(long, value_name = "REGION")]
+    pub region: Option<String>,
 }
 
 #[derive(Args, Debug)]
 pub struct PushArgs {
     #[command(flatten)]
     pub repo: RepoArgs,
-    /// Compression method for the compressed parts, in PostgreSQL's syntax.
-    #[arg(long, value_name = "SPEC", default_value = ::archive::DEFAULT_METHOD, value_parser = parse_spec)]
-    pub method: Spec,
+    /// Compression method for the compressed parts, in PostgreSQL's syntax (default:
+    /// $PGCOMPRESS_METHOD, then `method` in the config file, then zstd:level=6).
+    #[arg(long, value_name = "SPEC", value_parser = parse_spec)]
+    pub method: Option<Spec>,
     /// Print one line saying what was stored.
     #[arg(long, short)]
     pub verbose: bool,
@@ -93,10 +133,6 @@ pub struct ListArgs {
     pub json: bool,
 }
 
-fn parse_spec(s: &str) -> Result<Spec, String> {
-    Spec::from_str(s).map_err(|e| e.to_string())
-}
-
 pub fn run(cmd: ArchiveCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         ArchiveCommand::Push(a) => push(a),
@@ -107,15 +143,24 @@ pub fn run(cmd: ArchiveCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn repo(args: &RepoArgs) -> anyhow::Result<LocalRepo> {
-    let dir = match &args.repo {
-        Some(d) => d.clone(),
-        None => match std::env::var_os(REPO_ENV) {
-            Some(d) if !d.is_empty() => PathBuf::from(d),
-            _ => anyhow::bail!("no repository: give --repo DIR or set {REPO_ENV}"),
-        },
+/// The settings for `args`, weighing flags, environment, config file and defaults.
+fn settings(args: &RepoArgs, method: Option<&Spec>) -> anyhow::Result<Settings> {
+    let flags = Flags {
+        config: args.config.as_deref(),
+        repo: args.repo.as_deref(),
+        method,
+        endpoint: args.endpoint.as_deref(),
+        region: args.region.as_deref(),
     };
-    Ok(LocalRepo::new(dir))
+    config::resolve(&flags, |name| std::env::var_os(name))
+}
+
+fn open(s: &Settings) -> anyhow::Result<Repository> {
+    Ok(Repository::open(&s.location, &s.s3)?)
+}
+
+fn repo(args: &RepoArgs) -> anyhow::Result<Repository> {
+    open(&settings(args, None)?)
 }
 
 fn failure(e: &ArchiveError) -> ExitCode {
@@ -124,11 +169,12 @@ fn failure(e: &ArchiveError) -> ExitCode {
 }
 
 fn push(a: PushArgs) -> anyhow::Result<ExitCode> {
-    let repo = repo(&a.repo)?;
+    let settings = settings(&a.repo, a.method.as_ref())?;
+    let repo = open(&settings)?;
     let Some(name) = a.path.file_name().and_then(|n| n.to_str()) else {
         anyhow::bail!("{} does not end in a file name", a.path.display());
     };
-    match repo.push(&a.path, name, &a.method) {
+    match repo.push(&a.path, name, &settings.method) {
         Ok(PushOutcome::Stored(h)) => {
             if a.verbose {
                 println!("{}", describe(&h, h.container_len()));
@@ -149,16 +195,15 @@ nothing written",
 }
 
 fn get(a: GetArgs) -> anyhow::Result<ExitCode> {
-    let repo = repo(&a.repo)?;
-    // A repository that is not there is a misconfiguration, not a missing file: saying
-    // "not in the archive" could make PostgreSQL end recovery early.
-    if !repo.dir().is_dir() {
-        eprintln!(
-            "pgcompress: error: repository {} is not a directory",
-            repo.dir().display()
-        );
-        return Ok(ExitCode::from(GET_FAILED));
-    }
+    // Anything that keeps the repository from being read, a misconfiguration included, is a
+    // failure above 125: "not in the archive" could make PostgreSQL end recovery early.
+    let repo = match repo(&a.repo) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("pgcompress: error: {e:#}");
+            return Ok(ExitCode::from(GET_FAILED));
+        }
+    };
     match repo.get(&a.name, &a.path) {
         Ok(_) => Ok(ExitCode::SUCCESS),
         // restore_command is asked for files that do not exist; that is not an error to log.
@@ -253,7 +298,7 @@ fn list(a: ListArgs, info: bool) -> anyhow::Result<ExitCode> {
         }
     }
     if a.json {
-        let mut obj = json!({ "repository": repo.dir().display().to_string(), "files": rows });
+        let mut obj = json!({ "repository": repo.location(), "files": rows });
         if info {
             obj["total"] = json!({
                 "files": entries.len(),
@@ -299,7 +344,7 @@ fn list(a: ListArgs, info: bool) -> anyhow::Result<ExitCode> {
             bytes(stored),
             ratio(original, stored),
             bytes(wal_tail),
-            repo.dir().display()
+            repo.location()
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -334,11 +379,7 @@ fn verify(a: RepoArgs) -> anyhow::Result<ExitCode> {
     println!(
         "verified {ok} files ({}) in {}: every SHA-256 matches",
         bytes(original),
-        display(repo.dir())
+        repo.location()
     );
     Ok(ExitCode::SUCCESS)
-}
-
-fn display(p: &Path) -> String {
-    p.display().to_string()
 }

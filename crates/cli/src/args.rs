@@ -24,8 +24,8 @@ pub enum Command {
     Bench(BenchCommand),
     /// Run a throwaway cluster under each wal_compression setting and compare.
     Demo(DemoArgs),
-    /// WAL-aware archive_command / restore_command and a local repository.
-    #[command(subcommand)]
+    /// WAL-aware archive_command / restore_command, to a directory or S3-compatible storage.
+    #[command(subcommand, after_help = crate::archive::ARCHIVE_HELP)]
     Archive(crate::archive::ArchiveCommand),
 }
 

@@ -1,10 +1,12 @@
 //! End to end with PostgreSQL as the oracle: a PostgreSQL cluster archives through
 //! `pgcompress archive push`; a second cluster restored from a pg_basebackup with
 //! `pgcompress archive get` as restore_command reaches the same data at a recovery target.
+//! Once with a local directory repository, once with an S3 bucket on a moto server.
 
 mod archive_support;
 
-use archive_support::{bin, server_writable_dir};
+use archive_support::s3::{Moto, S3Repo};
+use archive_support::{list_json, server_writable_dir, Repo};
 use pgtest::run::{run, run_with};
 use pgtest::Cluster;
 use std::path::{Path, PathBuf};
@@ -63,19 +65,41 @@ fn wait(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
 }
 
 #[test]
-fn recovery_from_the_archive_reaches_the_same_data() {
+fn recovery_from_a_directory_archive_reaches_the_same_data() {
+    let scratch = scratch();
+    let top = scratch.path();
+    let repo = server_writable_dir(top, "repo");
+    recovery_reaches_the_same_data(&repo, top);
+}
+
+#[test]
+fn recovery_from_an_s3_archive_reaches_the_same_data() {
+    let Some(moto) = Moto::start_or_skip("recovery_from_an_s3_archive_reaches_the_same_data")
+    else {
+        return;
+    };
+    moto.create_bucket("pgc-e2e");
+    let scratch = scratch();
+    let top = scratch.path();
+    // archive_command and restore_command name the repository through a config file.
+    let mut repo = S3Repo::new(&moto, "pgc-e2e", "cluster/wal");
+    repo.write_config(&top.join("pgcompress.toml"));
+    recovery_reaches_the_same_data(&repo, top);
+}
+
+fn scratch() -> tempfile::TempDir {
     let scratch = tempfile::Builder::new()
         .prefix("pgc-e2e-")
         .tempdir()
         .expect("tempdir");
-    let top = scratch.path();
-    pgtest::run::chown_to_server_user(top).expect("chown");
-    let repo = server_writable_dir(top, "repo");
-    let push = format!(
-        "{} archive push --repo {} %p",
-        bin().display(),
-        repo.display()
-    );
+    pgtest::run::chown_to_server_user(scratch.path()).expect("chown");
+    scratch
+}
+
+/// A cluster archives into `repo` through push; a base backup recovers through get to a
+/// named restore point and has the data the source had there.
+fn recovery_reaches_the_same_data<R: Repo>(repo: &R, top: &Path) {
+    let push = repo.command_line("push", "%p");
     let cluster = Cluster::builder()
         .guc("archive_mode", "on")
         .guc("archive_command", &push)
@@ -118,17 +142,13 @@ fn recovery_from_the_archive_reaches_the_same_data() {
         row.split(' ').next().is_some_and(|l| l >= last.as_str())
     });
     assert_ne!(cluster.query_one(CHECKSUM_SQL).expect("checksum"), checksum);
-    let archived = std::fs::read_dir(&repo).expect("ls").count();
+    let archived = list_json(repo)["files"].as_array().map_or(0, Vec::len);
     assert!(archived >= 3, "only {archived} files archived");
 
     // The second cluster: the base backup, restore_command = get, a named target.
     let sock = server_writable_dir(top, "sock2");
     let port = cluster.port() + 1000;
-    let get = format!(
-        "{} archive get --repo {} %f %p",
-        bin().display(),
-        repo.display()
-    );
+    let get = repo.command_line("get", "%f %p");
     let mut conf = std::fs::read_to_string(backup.join("postgresql.conf")).expect("conf");
     conf.push_str(&format!(
         "\nport = {port}\nunix_socket_directories = '{}'\narchive_mode = off\n\

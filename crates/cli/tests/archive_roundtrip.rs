@@ -4,7 +4,9 @@
 
 mod archive_support;
 
-use archive_support::{archive, cluster_with_wal, get, list_json, push, round_trip};
+use archive_support::{
+    cluster_with_wal, conflict_semantics, corruption_is_detected, list_json, round_trip,
+};
 use std::path::{Path, PathBuf};
 
 /// Writes `data` to `dir/name` and returns the path.
@@ -158,85 +160,15 @@ fn every_kind_of_file_round_trips() {
         assert_eq!(f["transform"], "plain", "{f}");
     }
 
-    conflict_semantics(scratch, segment_1mb.as_deref().expect("a 1 MB segment"));
-    corruption_is_detected(scratch, segment_1mb.as_deref().expect("a 1 MB segment"));
+    let segment = segment_1mb.as_deref().expect("a 1 MB segment");
+    let repo = scratch.join("repo-conflict");
+    conflict_semantics(&repo, scratch, segment);
+    settings_and_usage(scratch, &repo);
+    corruption_is_detected(&scratch.join("repo-corrupt"), scratch, segment);
 }
 
-/// Same name + same content succeeds; different content fails and changes nothing; two
-/// concurrent pushes of one file both succeed.
-fn conflict_semantics(scratch: &Path, segment: &Path) {
-    let repo = scratch.join("repo-conflict");
-    let name = segment.file_name().and_then(|n| n.to_str()).expect("name");
-    // Concurrent pushes of the same file into an empty repository.
-    let children: Vec<_> = (0..4)
-        .map(|_| {
-            std::process::Command::new(archive_support::bin())
-                .args(["archive", "push", "--repo"])
-                .arg(&repo)
-                .arg(segment)
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .expect("spawn")
-        })
-        .collect();
-    for c in children {
-        let out = c.wait_with_output().expect("wait");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let stored = std::fs::read(repo.join(format!("{name}.pgcz"))).expect("archived");
-
-    // Again: already archived, identical → exit 0 with a warning.
-    let out = archive(&repo, &["push", segment.to_str().expect("path")]);
-    assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("already archived"));
-
-    // The same name with different content.
-    let other_dir = scratch.join("conflict-src");
-    std::fs::create_dir_all(&other_dir).expect("mkdir");
-    let mut changed = std::fs::read(segment).expect("read");
-    let n = changed.len();
-    changed[n - 1] ^= 0xff;
-    let changed_path = file(&other_dir, name, &changed);
-    let out = archive(&repo, &["push", changed_path.to_str().expect("path")]);
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("different content") && err.lines().count() == 1,
-        "{err}"
-    );
-    assert_eq!(
-        std::fs::read(repo.join(format!("{name}.pgcz"))).expect("archived"),
-        stored,
-        "the archived copy must not change"
-    );
-
-    // get from a repository that does not exist: a loud failure above 125, so
-    // PostgreSQL aborts recovery instead of taking it for the end of the archive.
-    let out = get(
-        &scratch.join("no-such-repo"),
-        "00000005.history",
-        &scratch.join("RECOVERYHISTORY"),
-    );
-    assert_eq!(out.status.code(), Some(200));
-    assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
-    assert!(!scratch.join("RECOVERYHISTORY").exists());
-
-    // get of a missing file: exit 1, nothing on stderr, no destination.
-    let dest = scratch.join("RECOVERYHISTORY");
-    let out = get(&repo, "00000005.history", &dest);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        out.stderr.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(!dest.exists());
-
-    // Usage errors exit 2.
+/// Usage errors exit 2; PGCOMPRESS_REPO and a config file stand in for --repo.
+fn settings_and_usage(scratch: &Path, repo: &Path) {
     let out = std::process::Command::new(archive_support::bin())
         .args(["archive", "get", "onlyone"])
         .output()
@@ -245,13 +177,29 @@ fn conflict_semantics(scratch: &Path, segment: &Path) {
     let out = std::process::Command::new(archive_support::bin())
         .args(["archive", "list"])
         .env_remove("PGCOMPRESS_REPO")
+        .env_remove("PGCOMPRESS_CONFIG")
         .output()
         .expect("run");
     assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no repository") && err.lines().count() == 1,
+        "{err}"
+    );
+    // get without a repository is a misconfiguration: above 125, not "not archived".
+    let out = std::process::Command::new(archive_support::bin())
+        .args(["archive", "get", "00000002.history"])
+        .arg(scratch.join("RECOVERYHISTORY"))
+        .env_remove("PGCOMPRESS_REPO")
+        .env_remove("PGCOMPRESS_CONFIG")
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(200));
     // PGCOMPRESS_REPO stands in for --repo.
     let out = std::process::Command::new(archive_support::bin())
         .args(["archive", "verify"])
-        .env("PGCOMPRESS_REPO", &repo)
+        .env("PGCOMPRESS_REPO", repo)
+        .env_remove("PGCOMPRESS_CONFIG")
         .output()
         .expect("run");
     assert!(
@@ -259,53 +207,78 @@ fn conflict_semantics(scratch: &Path, segment: &Path) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// Flipping a byte anywhere in an archived file makes get and verify fail with one line and
-/// leaves no destination file.
-fn corruption_is_detected(scratch: &Path, segment: &Path) {
-    let repo = scratch.join("repo-corrupt");
-    push(&repo, segment);
-    let name = segment.file_name().and_then(|n| n.to_str()).expect("name");
-    let stored_path = repo.join(format!("{name}.pgcz"));
-    let good = std::fs::read(&stored_path).expect("read");
-    let len = good.len();
-    // Every other byte of the first 200 (the whole header and the start of the payload),
-    // then 40 offsets spread over the payload, and the last byte.
-    let mut offsets: Vec<usize> = (0..200.min(len)).step_by(2).collect();
-    offsets.extend((1..=40).map(|i| i * (len - 1) / 41));
-    offsets.push(len - 1);
-    let dest = scratch.join("RECOVERYXLOG");
-    for at in offsets {
-        let mut bad = good.clone();
-        bad[at] ^= 0x04;
-        std::fs::write(&stored_path, &bad).expect("write");
-        let out = get(&repo, name, &dest);
-        let err = String::from_utf8_lossy(&out.stderr);
-        // Above 125: PostgreSQL aborts recovery rather than take it for a missing file.
-        assert_eq!(out.status.code(), Some(200), "flip at {at}: {err}");
-        assert_eq!(
-            err.lines().count(),
-            1,
-            "flip at {at}: one line expected: {err}"
-        );
-        assert!(err.contains(name), "flip at {at}: {err}");
-        assert!(!dest.exists(), "flip at {at}: destination left behind");
-        let out = archive(&repo, &["verify"]);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "verify, flip at {at}: {err}");
+    // So does `repo` in a config file, named by --config or PGCOMPRESS_CONFIG; the flag and
+    // the environment win over the file.
+    let config = scratch.join("pgcompress.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "repo = {:?}\nmethod = \"lz4\"\n",
+            repo.display().to_string()
+        ),
+    )
+    .expect("write config");
+    for via_env in [false, true] {
+        let mut cmd = std::process::Command::new(archive_support::bin());
+        cmd.args(["archive", "info", "--json"])
+            .env_remove("PGCOMPRESS_REPO");
+        if via_env {
+            cmd.env("PGCOMPRESS_CONFIG", &config);
+        } else {
+            cmd.arg("--config")
+                .arg(&config)
+                .env_remove("PGCOMPRESS_CONFIG");
+        }
+        let out = cmd.output().expect("run");
         assert!(
-            err.lines().next().is_some_and(|l| l.contains(name)),
-            "{err}"
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
         );
+        let info: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert_eq!(info["repository"], repo.display().to_string());
     }
-    std::fs::write(&stored_path, &good).expect("restore");
-    let out = archive(&repo, &["verify"]);
+    let elsewhere = scratch.join("repo-elsewhere");
+    std::fs::create_dir_all(&elsewhere).expect("mkdir");
+    let out = std::process::Command::new(archive_support::bin())
+        .args(["archive", "info", "--json", "--config"])
+        .arg(&config)
+        .env("PGCOMPRESS_REPO", &elsewhere)
+        .output()
+        .expect("run");
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(info["repository"], elsewhere.display().to_string());
+    // The file's method is used by push unless --method says otherwise.
+    let src = file(&scratch.join("other"), "config-method", &noise(100_000, 3));
+    let out = std::process::Command::new(archive_support::bin())
+        .args(["archive", "push", "--config"])
+        .arg(&config)
+        .arg(&src)
+        .env_remove("PGCOMPRESS_REPO")
+        .env_remove("PGCOMPRESS_METHOD")
+        .output()
+        .expect("run");
     assert!(out.status.success());
-    let leftovers: Vec<_> = std::fs::read_dir(scratch)
-        .expect("ls")
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().contains(".pgcompress."))
-        .collect();
-    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    let info = list_json(repo);
+    let method = info["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .find(|f| f["name"] == "config-method")
+        .expect("listed")["method"]
+        .clone();
+    assert_eq!(method, "lz4");
+    // A config file with a mistake: one line naming the file and the key, exit 2.
+    std::fs::write(&config, "repo = \"/x\"\nregoin = \"eu-west-1\"\n").expect("write");
+    let out = std::process::Command::new(archive_support::bin())
+        .args(["archive", "list", "--config"])
+        .arg(&config)
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.lines().count() == 1 && err.contains("regoin") && err.contains("pgcompress.toml"),
+        "{err}"
+    );
 }

@@ -372,8 +372,7 @@ pub fn run(a: BenchArchiveArgs) -> anyhow::Result<ExitCode> {
     if let Some(keep) = &a.keep_corpus {
         for c in &corpora {
             let dir = keep.join(c.name);
-            std::fs::create_dir_all(&dir)
-                .with_context(|| format!("creating {}", dir.display()))?;
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             for seg in &c.segments {
                 let to = dir.join(file_name(seg));
                 std::fs::copy(seg, &to)

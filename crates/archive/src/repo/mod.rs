@@ -1,0 +1,403 @@
+//! Repositories: one container per archived file, `<name>.pgcz`, in a local directory
+//! ([`local`]) or under a prefix of an S3-compatible bucket ([`s3`]).
+//!
+//! Everything that decides what a push, get, list or verify means lives here, once, in
+//! [`Repository`]; a [`Store`] only moves bytes and knows how to publish an object without
+//! overwriting one that is already there. The semantics are those of PostgreSQL's
+//! `contrib/basic_archive`:
+//!
+//! - push packs and self-checks the file, then publishes it under its name only if that name
+//!   is free. The same name with the same content (SHA-256 of the original) is a success, as a
+//!   server that crashed after archiving but before marking the segment done pushes it again;
+//!   different content, or a damaged existing copy, is an error and nothing is overwritten.
+//! - get decodes and checks the SHA-256 in memory, writes a temporary file next to the
+//!   destination, fsyncs it and renames it into place, so the destination appears only
+//!   complete and checked. A name the repository does not hold is [`ArchiveError::NotFound`]
+//!   only once the repository itself is known to be there: a missing directory or bucket is
+//!   an error, so that it cannot pass for the end of the archive.
+
+pub mod local;
+pub mod s3;
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use codec::Spec;
+use sha2::{Digest, Sha256};
+
+use crate::container::{self, check_name, Header, MAX_HEADER_LEN};
+use crate::error::{ArchiveError, ContainerError};
+use crate::pack::pack_hashed;
+
+pub use local::LocalStore;
+pub use s3::{S3Options, S3Store};
+
+/// File name suffix of containers in a repository.
+pub const SUFFIX: &str = ".pgcz";
+
+/// What [`Repository::push`] did.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum PushOutcome {
+    /// The file was packed and published.
+    Stored(Header),
+    /// The repository already held this name with identical content; nothing was written.
+    AlreadyArchived(Header),
+}
+
+/// One file of the repository, as its header describes it.
+#[derive(Debug)]
+pub struct Entry {
+    /// The archived file name (without the `.pgcz` suffix).
+    pub name: String,
+    /// Bytes the container occupies.
+    pub stored_size: u64,
+    /// The header, or why it cannot be read.
+    pub header: Result<Header, ContainerError>,
+}
+
+/// Where a repository is, as `--repo` spells it: a directory, or `s3://bucket/prefix`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// A local directory.
+    Dir(PathBuf),
+    /// A bucket of an S3-compatible object store and a key prefix inside it (no leading or
+    /// trailing slash; empty for the bucket's top level).
+    S3 {
+        /// The bucket name.
+        bucket: String,
+        /// The key prefix, segments separated by `/`.
+        prefix: String,
+    },
+}
+
+impl Location {
+    /// Parses `--repo`: `s3://bucket[/prefix]` is an S3 location, anything else a directory.
+    pub fn parse(s: &str) -> Result<Location, ArchiveError> {
+        let Some(rest) = strip_prefix_ignore_case(s, "s3://") else {
+            if s.is_empty() {
+                return Err(ArchiveError::Config(
+                    "the repository location is empty".into(),
+                ));
+            }
+            if strip_prefix_ignore_case(s, "s3:").is_some() {
+                return Err(ArchiveError::Config(format!(
+                    "repository {s:?}: an S3 repository is written s3://bucket/prefix"
+                )));
+            }
+            return Ok(Location::Dir(PathBuf::from(s)));
+        };
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        s3::check_bucket(bucket)
+            .map_err(|why| ArchiveError::Config(format!("repository {s:?}: {why}")))?;
+        let prefix = s3::normalize_prefix(prefix)
+            .map_err(|why| ArchiveError::Config(format!("repository {s:?}: {why}")))?;
+        Ok(Location::S3 {
+            bucket: bucket.to_owned(),
+            prefix,
+        })
+    }
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::Dir(d) => write!(f, "{}", d.display()),
+            Location::S3 { bucket, prefix } if prefix.is_empty() => write!(f, "s3://{bucket}"),
+            Location::S3 { bucket, prefix } => write!(f, "s3://{bucket}/{prefix}"),
+        }
+    }
+}
+
+fn strip_prefix_ignore_case<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = s.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &s[prefix.len()..])
+}
+
+/// Where the objects of a repository are kept. Keys are container file names
+/// (`<name>.pgcz`), never paths.
+pub trait Store: std::fmt::Debug {
+    /// The whole object, or `None` if there is none under `key`.
+    fn read(&self, key: &str) -> Result<Option<Vec<u8>>, ArchiveError>;
+
+    /// The object's size and its first `len` bytes (fewer if it is shorter), or `None` if
+    /// there is none under `key`.
+    fn read_head(&self, key: &str, len: usize) -> Result<Option<(u64, Vec<u8>)>, ArchiveError>;
+
+    /// Publishes `bytes` under `key` durably, only if no object is there: `Ok(true)` when
+    /// stored, `Ok(false)` when `key` already exists (nothing was written).
+    fn create(&self, key: &str, bytes: Vec<u8>) -> Result<bool, ArchiveError>;
+
+    /// Makes sure an object that an earlier push published is durable (a push may have
+    /// crashed before its fsyncs).
+    fn settle(&self, key: &str) -> Result<(), ArchiveError>;
+
+    /// Keys and sizes of the objects directly in the repository, in any order.
+    fn list(&self) -> Result<Vec<(String, u64)>, ArchiveError>;
+
+    /// `Ok` when the repository itself exists and answers, so that an absent key really
+    /// means an absent file.
+    fn check_present(&self) -> Result<(), ArchiveError>;
+
+    /// The repository's location, for messages.
+    fn location(&self) -> String;
+}
+
+/// A repository: the archive's semantics over one [`Store`].
+#[derive(Debug)]
+pub struct Repository {
+    store: Box<dyn Store>,
+}
+
+impl Repository {
+    /// A repository over `store`.
+    pub fn new(store: Box<dyn Store>) -> Repository {
+        Repository { store }
+    }
+
+    /// A repository in the local directory `dir` (created by the first push).
+    pub fn local(dir: impl Into<PathBuf>) -> Repository {
+        Repository::new(Box::new(LocalStore::new(dir)))
+    }
+
+    /// The repository at `location`; `s3` says how to reach an S3 location.
+    pub fn open(location: &Location, s3: &S3Options) -> Result<Repository, ArchiveError> {
+        Ok(match location {
+            Location::Dir(d) => Repository::local(d),
+            Location::S3 { bucket, prefix } => {
+                Repository::new(Box::new(S3Store::new(bucket, prefix, s3)?))
+            }
+        })
+    }
+
+    /// The repository's location, for messages.
+    pub fn location(&self) -> String {
+        self.store.location()
+    }
+
+    /// Archives the file at `src` under `name` with `spec`.
+    pub fn push(&self, src: &Path, name: &str, spec: &Spec) -> Result<PushOutcome, ArchiveError> {
+        valid_name(name)?;
+        let data = fs::read(src).map_err(ArchiveError::io("reading", src))?;
+        let sha256: [u8; 32] = Sha256::digest(&data).into();
+        let key = key_of(name);
+        if let Some(outcome) = self.compare_existing(name, &key, &sha256)? {
+            return Ok(outcome);
+        }
+        let packed = pack_hashed(name, &data, sha256, spec)?;
+        drop(data);
+        if self.store.create(&key, packed.bytes)? {
+            return Ok(PushOutcome::Stored(packed.header));
+        }
+        // A concurrent push of the same name won the race.
+        match self.compare_existing(name, &key, &sha256)? {
+            Some(outcome) => Ok(outcome),
+            None => Err(ArchiveError::Store {
+                what: format!("publishing {key} in"),
+                location: self.location(),
+                detail: "the name was taken, then vanished; nothing was archived".into(),
+            }),
+        }
+    }
+
+    /// `Some` outcome when `key` exists: identical content is success, anything else an error.
+    fn compare_existing(
+        &self,
+        name: &str,
+        key: &str,
+        sha256: &[u8; 32],
+    ) -> Result<Option<PushOutcome>, ArchiveError> {
+        let Some(bytes) = self.store.read(key)? else {
+            return Ok(None);
+        };
+        let header = match decode_named(name, &bytes) {
+            Ok((h, _)) => h,
+            Err(source) => {
+                return Err(ArchiveError::ExistingCorrupt {
+                    name: name.into(),
+                    source,
+                })
+            }
+        };
+        if header.sha256 != *sha256 {
+            return Err(ArchiveError::Conflict {
+                name: name.into(),
+                existing: header.sha256_hex(),
+                new: container::hex(sha256),
+            });
+        }
+        self.store.settle(key)?;
+        Ok(Some(PushOutcome::AlreadyArchived(header)))
+    }
+
+    /// Restores `name` to `dest` after checking its SHA-256; [`ArchiveError::NotFound`] if the
+    /// repository does not hold it. `dest` is created only when everything checked out.
+    pub fn get(&self, name: &str, dest: &Path) -> Result<Header, ArchiveError> {
+        valid_name(name)?;
+        let Some(bytes) = self.store.read(&key_of(name))? else {
+            self.store.check_present()?;
+            return Err(ArchiveError::NotFound { name: name.into() });
+        };
+        let (header, data) =
+            decode_named(name, &bytes).map_err(|source| ArchiveError::Corrupt {
+                name: name.into(),
+                source,
+            })?;
+        drop(bytes);
+        write_checked(&data, dest)?;
+        Ok(header)
+    }
+
+    /// Every container in the repository, sorted by name, described by its header alone.
+    pub fn list(&self) -> Result<Vec<Entry>, ArchiveError> {
+        let mut entries = Vec::new();
+        for (name, _) in self.files()? {
+            let key = key_of(&name);
+            // A container removed since the listing is simply not listed.
+            let Some((stored_size, head)) = self.store.read_head(&key, MAX_HEADER_LEN)? else {
+                continue;
+            };
+            let header = parse_header(&head, stored_size).and_then(|h| check_same_name(&name, h));
+            entries.push(Entry {
+                name,
+                stored_size,
+                header,
+            });
+        }
+        Ok(entries)
+    }
+
+    /// Decodes the container of `name` completely and checks every checksum and the SHA-256.
+    pub fn verify_one(&self, name: &str) -> Result<Header, ArchiveError> {
+        valid_name(name)?;
+        let Some(bytes) = self.store.read(&key_of(name))? else {
+            return Err(ArchiveError::NotFound { name: name.into() });
+        };
+        decode_named(name, &bytes)
+            .map(|(h, _)| h)
+            .map_err(|source| ArchiveError::Corrupt {
+                name: name.into(),
+                source,
+            })
+    }
+
+    /// Names (without the suffix) and stored sizes of the containers, sorted by name.
+    /// Objects that are not containers (other suffixes, names a push would refuse) are
+    /// skipped.
+    pub fn files(&self) -> Result<Vec<(String, u64)>, ArchiveError> {
+        let mut files: Vec<(String, u64)> = self
+            .store
+            .list()?
+            .into_iter()
+            .filter_map(|(key, size)| {
+                let name = key.strip_suffix(SUFFIX)?;
+                check_name(name).ok()?;
+                Some((name.to_owned(), size))
+            })
+            .collect();
+        files.sort();
+        Ok(files)
+    }
+}
+
+/// The key of the container of `name`.
+pub fn key_of(name: &str) -> String {
+    format!("{name}{SUFFIX}")
+}
+
+fn valid_name(name: &str) -> Result<(), ArchiveError> {
+    check_name(name).map_err(|reason| ArchiveError::InvalidName {
+        name: name.into(),
+        reason,
+    })
+}
+
+/// Decodes a container and checks that it holds `name`.
+fn decode_named(name: &str, bytes: &[u8]) -> Result<(Header, Vec<u8>), ContainerError> {
+    let (h, data) = container::decode(bytes)?;
+    Ok((check_same_name(name, h)?, data))
+}
+
+fn check_same_name(name: &str, h: Header) -> Result<Header, ContainerError> {
+    if h.name != name {
+        return Err(ContainerError::Field {
+            field: "name",
+            detail: format!("the container holds {:?}, not {name:?} (renamed?)", h.name),
+        });
+    }
+    Ok(h)
+}
+
+/// Parses the header from the first bytes of a container of `size` bytes and checks that
+/// the size is the one the header implies.
+fn parse_header(head: &[u8], size: u64) -> Result<Header, ContainerError> {
+    match Header::parse(head)? {
+        Some((h, hlen)) => {
+            let expected = hlen as u64 + h.payload_len();
+            if expected == size {
+                Ok(h)
+            } else {
+                Err(ContainerError::Length {
+                    expected,
+                    actual: size,
+                })
+            }
+        }
+        None => Err(ContainerError::Truncated {
+            need: 16,
+            have: size,
+        }),
+    }
+}
+
+/// Writes `data` to a temporary file next to `dest`, fsyncs it, renames it to `dest` and
+/// fsyncs the directory; on failure nothing is left behind.
+fn write_checked(data: &[u8], dest: &Path) -> Result<(), ArchiveError> {
+    let parent = match dest.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let base = dest
+        .file_name()
+        .map_or_else(|| "restore".into(), |n| n.to_string_lossy().into_owned());
+    let tmp = parent.join(format!(
+        ".{base}.pgcompress.{}.{}.tmp",
+        std::process::id(),
+        nanos()
+    ));
+    let written = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(ArchiveError::io("creating", &tmp))?;
+        f.write_all(data)
+            .map_err(ArchiveError::io("writing", &tmp))?;
+        f.sync_all().map_err(ArchiveError::io("syncing", &tmp))?;
+        drop(f);
+        fs::rename(&tmp, dest).map_err(ArchiveError::io(
+            format!("renaming {} to", tmp.display()),
+            dest,
+        ))
+    })();
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    sync_dir(&parent)
+}
+
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), ArchiveError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(ArchiveError::io("syncing directory", dir))
+}
+
+pub(crate) fn nanos() -> u128 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
