@@ -47,6 +47,8 @@ done
 for segno in 07 1A; do
     { printf '\x00'; head -c 24576 "$wal/0000000100000000000000$segno"; } | seed wal_streams "seg$segno-24k"
 done
+{ printf '\x02'; for i in $(seq 400); do printf 'The field of history %d and the people of the world. ' "$i"; done; } |
+    seed wal_streams words-prose
 
 printf '\x08\x00\x00\x00abcdefgh' | seed pglz_decompress literals
 # "abcabcabc": 3 literals, then a tag (length 6, offset 3).

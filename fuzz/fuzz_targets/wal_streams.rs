@@ -1,9 +1,11 @@
-//! The WAL records transform on arbitrary bytes, both ways.
+//! The WAL records transform and word coding on arbitrary bytes, both ways. First byte:
 //!
-//! First byte even: the rest is a segment prefix (its page address taken from its own first
-//! page). Whatever `split` accepts, `join` must give back byte for byte.
-//! First byte odd: the rest is cut into nine streams and a header for `join`, which must
-//! return an error or exactly the length asked for, never panic or allocate without bound.
+//! - 0 mod 4: the rest is a segment prefix (its page address taken from its own first page).
+//!   Whatever `split` accepts, `join` must give back byte for byte.
+//! - 1 mod 4: the rest is cut into nine streams and a header for `join`, which must return an
+//!   error or exactly the length asked for, never panic or allocate without bound.
+//! - 2 mod 4: whatever `words::encode` codes, `words::decode` must give back.
+//! - 3 mod 4: `words::decode` of the rest returns an error or at most the length allowed.
 #![no_main]
 
 use archive::walsplit::{join, split, SplitInfo, STREAMS};
@@ -13,7 +15,20 @@ fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
-    if mode % 2 == 0 {
+    if mode % 4 == 2 {
+        if let Some(coded) = archive::words::encode(rest) {
+            let back = archive::words::decode(&coded, rest.len()).expect("decode of an encode");
+            assert!(back == rest, "word coding changed the bytes");
+        }
+        return;
+    }
+    if mode % 4 == 3 {
+        if let Ok(out) = archive::words::decode(rest, 1 << 20) {
+            assert!(out.len() <= 1 << 20);
+        }
+        return;
+    }
+    if mode % 4 == 0 {
         if rest.len() < 16 {
             return;
         }

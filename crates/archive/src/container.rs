@@ -20,7 +20,7 @@
 //! | | | method specification, PostgreSQL syntax (`zstd:level=5`) |
 //! | | 24 | WAL transforms only: `xlp_magic` u16, reserved u16, `xlp_tli` u32, `xlp_pageaddr` u64, valid length u64 |
 //! | | 24 | WAL records transform only: first `xl_prev` u64, records u64, lead length u64 ([`SplitInfo`]) |
-//! | | 24 × n | parts: kind u8, role u8, reserved u16, CRC-32C of the stored bytes u32, raw length u64, stored length u64 |
+//! | | 24 × n | parts: kind u8, role u8, filter u8 (0 none, 1 word-coded, version 2 streams only), reserved u8, CRC-32C of the stored bytes u32, raw length u64, stored length u64 |
 //! | H − 4 | 4 | CRC-32C of bytes 0..H−4 |
 //!
 //! The payload is the parts' stored bytes, in order, and nothing else: a container is exactly
@@ -147,6 +147,9 @@ pub struct Part {
     pub raw_len: u64,
     /// Bytes it occupies in the payload.
     pub stored_len: u64,
+    /// The decompressed bytes are word-coded ([`crate::words`]): `raw_len` is the coded
+    /// length, the stream is what [`crate::words::decode`] makes of them.
+    pub words: bool,
 }
 
 /// What a WAL transform recorded about the segment (from its first page header).
@@ -290,7 +293,8 @@ impl Header {
                 PartKind::Zeros => KIND_ZEROS,
             });
             b.push(p.role.code());
-            b.extend_from_slice(&0u16.to_le_bytes());
+            b.push(u8::from(p.words));
+            b.push(0);
             b.extend_from_slice(&p.crc32c.to_le_bytes());
             b.extend_from_slice(&p.raw_len.to_le_bytes());
             b.extend_from_slice(&p.stored_len.to_le_bytes());
@@ -441,12 +445,26 @@ impl Header {
             };
             let role = Role::from_code(e[1])
                 .ok_or_else(|| field("part role", format!("part {i}: unknown role {}", e[1])))?;
+            let words = match (e[2], role) {
+                (0, _) => false,
+                (1, Role::WalStream(_)) if kind == PartKind::Compressed => true,
+                (f, _) => {
+                    return Err(field(
+                        "part filter",
+                        format!("part {i}: filter {f} not valid for a {} part", role.name()),
+                    ))
+                }
+            };
+            if e[3] != 0 {
+                return Err(field("part", format!("part {i}: reserved byte not zero")));
+            }
             let p = Part {
                 kind,
                 role,
                 crc32c: u32_at(e, 4),
                 raw_len: u64_at(e, 8),
                 stored_len: u64_at(e, 16),
+                words,
             };
             let bound = match kind {
                 PartKind::Zeros => 0,
@@ -580,6 +598,20 @@ const RESERVE_CAP: usize = 64 << 20;
 /// SHA-256 of the result. Output is capped at the header's original size (at most
 /// [`MAX_ORIGINAL_SIZE`]).
 pub fn decode(bytes: &[u8]) -> Result<(Header, Vec<u8>), ContainerError> {
+    let (header, out) = decode_unhashed(bytes)?;
+    let actual: [u8; 32] = Sha256::digest(&out).into();
+    if actual != header.sha256 {
+        return Err(ContainerError::HashMismatch {
+            expected: hex(&header.sha256),
+            actual: hex(&actual),
+        });
+    }
+    Ok((header, out))
+}
+
+/// [`decode`] without the final SHA-256 check, for a caller that compares the result with
+/// the original bytes instead (the push-time self-check, which hashed those bytes itself).
+pub(crate) fn decode_unhashed(bytes: &[u8]) -> Result<(Header, Vec<u8>), ContainerError> {
     let Some((header, hlen)) = Header::parse(bytes)? else {
         let need = if bytes.len() >= 16 {
             u64::from(u32_at(bytes, 12))
@@ -639,6 +671,18 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Vec<u8>), ContainerError> {
                         source,
                     })?;
                 match p.role {
+                    Role::WalStream(s) if p.words => {
+                        let cap = match &header.transform {
+                            Transform::WalRecords(w, _) => w.valid_len as usize,
+                            _ => 0,
+                        };
+                        streams[s as usize] =
+                            crate::words::decode(&scratch, cap).map_err(|detail| {
+                                ContainerError::Rebuild {
+                                    detail: format!("part {index}: {detail}"),
+                                }
+                            })?;
+                    }
                     Role::WalStream(s) => std::mem::swap(&mut streams[s as usize], &mut scratch),
                     _ if records => after.extend_from_slice(&scratch),
                     _ => out.extend_from_slice(&scratch),
@@ -651,13 +695,6 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Vec<u8>), ContainerError> {
         out = crate::walsplit::join(w.pageaddr, w.valid_len, s, &streams)
             .map_err(|detail| ContainerError::Rebuild { detail })?;
         out.extend_from_slice(&after);
-    }
-    let actual: [u8; 32] = Sha256::digest(&out).into();
-    if actual != header.sha256 {
-        return Err(ContainerError::HashMismatch {
-            expected: hex(&header.sha256),
-            actual: hex(&actual),
-        });
     }
     Ok((header, out))
 }

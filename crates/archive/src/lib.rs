@@ -12,6 +12,7 @@ pub mod error;
 pub mod pack;
 pub mod repo;
 pub mod walsplit;
+pub mod words;
 
 pub use container::{decode, Header, Part, PartKind, Role, Transform, WalInfo};
 pub use error::{ArchiveError, ContainerError};

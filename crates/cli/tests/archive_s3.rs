@@ -65,7 +65,7 @@ fn s3_repository_behaves_like_a_directory() {
             .unwrap_or_else(|| panic!("{name} not listed: {info}"));
         let sha = hex(&Sha256::digest(std::fs::read(seg).expect("read")));
         assert_eq!(f["sha256"], sha, "{name}");
-        assert_eq!(f["transform"], "wal", "{name}");
+        assert_eq!(f["transform"], "wal-records", "{name}");
         let stored = repo.stored(name).expect("object");
         assert_eq!(f["stored"], stored.len(), "{name}");
     }
