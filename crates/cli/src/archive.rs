@@ -19,7 +19,7 @@ pub const ARCHIVE_HELP: &str = "Repositories:\n  \
 --repo s3://BUCKET/PREFIX   an S3-compatible bucket: objects PREFIX/<name>.pgcz\n\n\
 Settings, highest precedence first: flag, environment, config file, default.\n  \
 repo       --repo       $PGCOMPRESS_REPO\n  \
-method     --method     $PGCOMPRESS_METHOD                       default zstd:level=6\n  \
+method     --method     $PGCOMPRESS_METHOD                       default zstd:level=3\n  \
 endpoint   --endpoint   $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL  default AWS itself\n  \
 region     --region     $AWS_REGION, $AWS_DEFAULT_REGION         default us-east-1\n\
 The config file is --config FILE or $PGCOMPRESS_CONFIG (TOML; unknown keys are an error; a relative \
@@ -31,7 +31,7 @@ Example config file, /etc/pgcompress.toml:\n  \
 repo = \"s3://pg-wal/main\"\n  \
 endpoint = \"http://127.0.0.1:9000\"   # an S3-compatible server; omit for AWS\n  \
 region = \"eu-west-1\"\n  \
-method = \"zstd:level=6\"\n\n\
+method = \"xz:1\"   # the high-ratio setting: smaller than xz -6, about 7x the push CPU of the default\n\n\
 postgresql.conf:\n  \
 archive_command = 'pgcompress archive push --config /etc/pgcompress.toml %p'\n  \
 restore_command = 'pgcompress archive get --config /etc/pgcompress.toml %f %p'\n\n\
@@ -101,7 +101,9 @@ pub struct PushArgs {
     #[command(flatten)]
     pub repo: RepoArgs,
     /// Compression method for the compressed parts, in PostgreSQL's syntax (default:
-    /// $PGCOMPRESS_METHOD, then `method` in the config file, then zstd:level=6).
+    /// $PGCOMPRESS_METHOD, then `method` in the config file, then zstd:level=3). For the
+    /// smallest archive use xz:1: on 16 MB segments it stores less than `xz -6` in about a
+    /// tenth of its time (docs/BENCHMARKS.md).
     #[arg(long, value_name = "SPEC", value_parser = parse_spec)]
     pub method: Option<Spec>,
     /// Print one line saying what was stored.
@@ -285,6 +287,7 @@ fn list(a: ListArgs, info: bool) -> anyhow::Result<ExitCode> {
                     "valid_wal_bytes": h.transform.wal_info().map(|w| w.valid_len),
                     "parts": h.parts.iter().map(|p| json!({
                         "role": p.role.name(), "raw": p.raw_len, "stored": p.stored_len,
+                        "word_coded": p.words,
                     })).collect::<Vec<_>>(),
                     "sha256": h.sha256_hex(),
                 }));

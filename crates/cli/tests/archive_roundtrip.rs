@@ -111,6 +111,18 @@ fn every_kind_of_file_round_trips() {
                 "{f}: a real segment gets the WAL records transform"
             );
         }
+        // The prose rows' text was word-coded in at least one segment.
+        let coded = info["files"]
+            .as_array()
+            .expect("files")
+            .iter()
+            .filter(|f| {
+                f["parts"]
+                    .as_array()
+                    .is_some_and(|p| p.iter().any(|p| p["word_coded"] == true))
+            })
+            .count();
+        assert!(coded > 0, "no segment had word-coded text: {info}");
         // The live segment ends in zeros (or stale bytes), stored without compressing them.
         let live_parts = parts_of(&info, &live_name);
         assert!(

@@ -29,7 +29,7 @@ use wal::SegmentName;
 
 /// pgcompress settings measured unless `--methods` says otherwise: `default` is `archive push` without
 /// `--method`; the others are candidates worth comparing with it. Edit this list to change the default run.
-pub const DEFAULT_METHODS: &str = "default,zstd:19";
+pub const DEFAULT_METHODS: &str = "default,xz:1";
 
 /// Arguments of `pgcompress bench archive`.
 #[derive(Args, Debug)]

@@ -154,6 +154,14 @@ pub fn cluster_with_wal(seg_mb: u32, extra: &[(&str, &str)]) -> Cluster {
             .expect("pgbench");
         cluster.switch_wal().expect("switch");
     }
+    // Text-heavy WAL (English-like prose rows), plain and with PostgreSQL's own compression.
+    for (round, setting) in ["off", "pglz"].into_iter().enumerate() {
+        cluster
+            .set_guc_and_reload("wal_compression", setting)
+            .expect("wal_compression");
+        pgtest::workload::prose_round(&cluster, round as u32, 1500).expect("prose");
+        cluster.switch_wal().expect("switch");
+    }
     // A low-activity segment: a few records, then a switch (mostly zero tail).
     cluster
         .psql("CREATE TABLE small AS SELECT 1 AS x")
