@@ -174,13 +174,8 @@ fn build(
 /// `valid_len` is where the streams end; and where the trailing zeros begin. `None` for
 /// anything else.
 pub fn records_split(data: &[u8]) -> Option<(WalInfo, walsplit::Split, usize)> {
-    let first = PageHeader::parse(data)?;
-    let long = first.long?;
+    let (first, long) = segment_start(data)?;
     let len = data.len();
-    if u64::from(long.seg_size) != len as u64 || first.pageaddr.0 % len as u64 != 0 {
-        return None;
-    }
-    Geometry::from_first_page(&first).ok()?;
     let blcksz = long.xlog_blcksz as usize;
     let zeros_from = data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
     // The first page that is not this segment's (zeros, or a recycled segment's old pages).
@@ -327,16 +322,25 @@ fn compress_parallel(
     Ok(out)
 }
 
-/// The WAL split of `data` if it is a whole segment PostgreSQL 15-18 wrote: valid prefix,
-/// stale bytes, zero tail (empty ranges left out). `None` for anything else.
-pub fn wal_layout(data: &[u8]) -> Option<(WalInfo, Layout)> {
+/// The first page header of `data` and its long fields, if `data` is a whole segment
+/// PostgreSQL 15-18 wrote (its size is the segment size the header states, its address is
+/// segment-aligned, its geometry is valid).
+fn segment_start(data: &[u8]) -> Option<(PageHeader, wal::page::LongFields)> {
     let first = PageHeader::parse(data)?;
     let long = first.long?;
-    let len = data.len();
-    if u64::from(long.seg_size) != len as u64 || first.pageaddr.0 % len as u64 != 0 {
+    let len = data.len() as u64;
+    if u64::from(long.seg_size) != len || first.pageaddr.0 % len != 0 {
         return None;
     }
     Geometry::from_first_page(&first).ok()?;
+    Some((first, long))
+}
+
+/// The WAL split of `data` if it is a whole segment PostgreSQL 15-18 wrote: valid prefix,
+/// stale bytes, zero tail (empty ranges left out). `None` for anything else.
+pub fn wal_layout(data: &[u8]) -> Option<(WalInfo, Layout)> {
+    let (first, _) = segment_start(data)?;
+    let len = data.len();
     let end = valid_end(data, &first)?;
     let zeros_from = data[end..]
         .iter()
