@@ -105,11 +105,9 @@ impl BlockDecompressor {
                         return Err(mismatch(usize::try_from(size).unwrap_or(usize::MAX)));
                     }
                 }
-                out.resize(expected_len, 0);
-                let n = self
-                    .zstd
-                    .decompress_to_buffer(src, &mut out[..])
-                    .map_err(&e)?;
+                // Decompressed straight into the spare capacity: no zero-filling first.
+                out.reserve_exact(expected_len);
+                let n = self.zstd.decompress_to_buffer(src, out).map_err(&e)?;
                 if n != expected_len {
                     out.clear();
                     return Err(mismatch(n));
