@@ -5,6 +5,7 @@
 //! unreadable input.
 
 mod advise;
+mod alloc;
 mod archive;
 mod args;
 mod bench;
@@ -15,6 +16,9 @@ mod walcmd;
 
 use clap::Parser;
 use std::process::ExitCode;
+
+#[global_allocator]
+static ALLOC: alloc::HugePageAlloc = alloc::HugePageAlloc;
 
 fn main() -> ExitCode {
     restore_sigpipe();
