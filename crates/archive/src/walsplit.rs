@@ -139,17 +139,57 @@ impl Pages {
         (self.blcksz - LONG_PAGE_HEADER_LEN) + (p - 1) * (self.blcksz - SHORT_PAGE_HEADER_LEN)
     }
 
-    /// LSN of content offset `pos`.
-    fn lsn_of(&self, pos: usize) -> u64 {
+    /// Offset in the segment of content offset `pos`.
+    fn data_offset(&self, pos: usize) -> usize {
         let first = self.blcksz - LONG_PAGE_HEADER_LEN;
-        let off = if pos < first {
+        if pos < first {
             LONG_PAGE_HEADER_LEN + pos
         } else {
             let q = pos - first;
             let cap = self.blcksz - SHORT_PAGE_HEADER_LEN;
             (1 + q / cap) * self.blcksz + SHORT_PAGE_HEADER_LEN + q % cap
-        };
-        self.start + off as u64
+        }
+    }
+
+    /// LSN of content offset `pos`.
+    fn lsn_of(&self, pos: usize) -> u64 {
+        self.start + self.data_offset(pos) as u64
+    }
+
+    /// Calls `f(segment offset, length)` for each run of segment bytes that the content
+    /// range `pos..pos + len` occupies, in order (one per page it touches).
+    fn runs(&self, pos: usize, len: usize, mut f: impl FnMut(usize, usize)) {
+        let (mut pos, mut left) = (pos, len);
+        while left > 0 {
+            let off = self.data_offset(pos);
+            let n = (self.blcksz - off % self.blcksz).min(left);
+            f(off, n);
+            pos += n;
+            left -= n;
+        }
+    }
+
+    /// Content bytes `pos..pos + len` of the segment `data`: borrowed when they lie in one
+    /// page, else gathered into `scratch`. The range must lie within the content.
+    fn read<'a>(
+        &self,
+        data: &'a [u8],
+        pos: usize,
+        len: usize,
+        scratch: &'a mut Vec<u8>,
+    ) -> &'a [u8] {
+        let off = self.data_offset(pos);
+        if off % self.blcksz + len <= self.blcksz {
+            return &data[off..off + len];
+        }
+        scratch.clear();
+        self.runs(pos, len, |o, n| scratch.extend_from_slice(&data[o..o + n]));
+        scratch
+    }
+
+    /// Appends content bytes `pos..pos + len` of the segment `data` to `out`.
+    fn append(&self, data: &[u8], pos: usize, len: usize, out: &mut Vec<u8>) {
+        self.runs(pos, len, |o, n| out.extend_from_slice(&data[o..o + n]));
     }
 
     /// Pages a prefix of `len` bytes touches and the content bytes it holds; `None` if it
@@ -219,21 +259,15 @@ pub fn split(data: &[u8], seg_start: u64) -> Option<Split> {
         blcksz,
     };
     let (npages, content_len) = pages.layout(data.len())?;
-    let mut content = Vec::with_capacity(content_len);
-    for p in 0..npages {
+    for p in 1..npages {
         let off = p * blcksz;
-        let hl = Pages::header_len(p);
-        let h = &data[off..off + hl];
-        if p > 0 {
-            let info = u16::from_le_bytes([h[2], h[3]]);
-            let addr = u64::from_le_bytes(h[8..16].try_into().ok()?);
-            if info & XLP_LONG_HEADER != 0 || addr != seg_start + off as u64 {
-                return None;
-            }
+        let h = &data[off..off + SHORT_PAGE_HEADER_LEN];
+        let info = u16::from_le_bytes([h[2], h[3]]);
+        let addr = u64::from_le_bytes(h[8..16].try_into().ok()?);
+        if info & XLP_LONG_HEADER != 0 || addr != seg_start + off as u64 {
+            return None;
         }
-        content.extend_from_slice(&data[off + hl..(off + blcksz).min(data.len())]);
     }
-    debug_assert_eq!(content.len(), content_len);
 
     let rem = if first.info & XLP_FIRST_IS_CONTRECORD != 0 {
         first.rem_len as usize
@@ -242,22 +276,29 @@ pub fn split(data: &[u8], seg_start: u64) -> Option<Split> {
     } else {
         0
     };
-    let lead_len = maxalign(rem).min(content.len());
+    let lead_len = maxalign(rem).min(content_len);
     let mut out = Split::default();
+    // Room for the largest streams up front (address space only until written), so that
+    // they are never copied as they grow.
+    for s in [Stream::BlockData, Stream::MainData, Stream::Images] {
+        out.streams[s as usize].reserve(content_len);
+    }
     let mut spans = Vec::new();
     if rem > 0 {
         spans.push((0, rem));
     }
     let mut body = Body::default();
+    let mut scratch = Vec::new();
     let mut pos = lead_len;
     let mut prev_pos = None;
-    while content.len() - pos >= RECORD_HEADER_LEN {
-        let rec_start = &content[pos..];
-        let tot = u32::from_le_bytes(rec_start[0..4].try_into().ok()?) as usize;
-        if tot < RECORD_HEADER_LEN || tot > rec_start.len() {
+    while content_len - pos >= RECORD_HEADER_LEN {
+        let mut len = [0u8; 4];
+        len.copy_from_slice(pages.read(data, pos, 4, &mut scratch));
+        let tot = u32::from_le_bytes(len) as usize;
+        if tot < RECORD_HEADER_LEN || tot > content_len - pos {
             break;
         }
-        let rec = &rec_start[..tot];
+        let rec = pages.read(data, pos, tot, &mut scratch);
         let prev = u64::from_le_bytes(rec[8..16].try_into().ok()?);
         let crc = u32::from_le_bytes(rec[20..24].try_into().ok()?);
         if record_crc(rec) != crc {
@@ -271,8 +312,12 @@ pub fn split(data: &[u8], seg_start: u64) -> Option<Split> {
         if decode_body(rec, blcksz, &mut body).is_err() {
             break;
         }
-        let pad_end = maxalign(pos + tot).min(content.len());
-        if content[pos + tot..pad_end].iter().any(|&b| b != 0) {
+        let pad_end = maxalign(pos + tot).min(content_len);
+        let mut padding_is_zero = true;
+        pages.runs(pos + tot, pad_end - pos - tot, |o, n| {
+            padding_is_zero &= data[o..o + n].iter().all(|&b| b == 0);
+        });
+        if !padding_is_zero {
             break;
         }
         let payload = payload_start(&body);
@@ -291,17 +336,15 @@ pub fn split(data: &[u8], seg_start: u64) -> Option<Split> {
         pos = pad_end;
         out.info.records += 1;
     }
-    let tail = &content[pos..];
-    if tail.len() >= 4 {
-        spans.push((
-            pos,
-            u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]) as usize,
-        ));
+    if content_len - pos >= 4 {
+        let mut len = [0u8; 4];
+        len.copy_from_slice(pages.read(data, pos, 4, &mut scratch));
+        spans.push((pos, u32::from_le_bytes(len) as usize));
     }
     out.info.lead_len = lead_len as u64;
     let raw = &mut out.streams[Stream::Raw as usize];
-    raw.extend_from_slice(&content[..lead_len]);
-    raw.extend_from_slice(tail);
+    pages.append(data, 0, lead_len, raw);
+    pages.append(data, pos, content_len - pos, raw);
 
     let spans = Spans(spans);
     let hdrs = &mut out.streams[Stream::PageHeaders as usize];
@@ -364,6 +407,27 @@ pub fn join(
     info: &SplitInfo,
     streams: &[Vec<u8>; STREAMS],
 ) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    join_into(seg_start, valid_len, info, streams, &mut out, |_| {})?;
+    Ok(out)
+}
+
+/// Bytes [`join_into`] rebuilds before it hands them on, at least (except at the end).
+const RELEASE_EVERY: usize = 256 << 10;
+
+/// [`join`] into `out`, handing every finished piece of the prefix to `ready` as soon as
+/// nothing will change in it any more (in order, in pieces of whole pages, together
+/// `valid_len` bytes), so that a consumer on another thread can hash or write the start of
+/// the segment while the rest is rebuilt. On an error some pieces may have been handed on
+/// already; the caller must then discard what it made of them.
+pub fn join_into<'o>(
+    seg_start: u64,
+    valid_len: u64,
+    info: &SplitInfo,
+    streams: &[Vec<u8>; STREAMS],
+    out: &'o mut Vec<u8>,
+    mut ready: impl FnMut(&'o [u8]),
+) -> Result<(), String> {
     let mut r: Vec<Reader<'_>> = Stream::ALL
         .iter()
         .map(|&s| Reader {
@@ -416,22 +480,33 @@ pub fn join(
             "lead of {lead_len} bytes is longer than the content"
         ));
     }
-    let mut content = Vec::with_capacity(content_len);
-    content.extend_from_slice(r[Stream::Raw as usize].take(lead_len)?);
+    // The segment is written in place: content at its offsets between the page headers,
+    // whose slots are filled as the pages are finished. Padding is the zeros the buffer
+    // starts with.
+    *out = vec![0u8; valid_len];
+    let mut w = Finished {
+        rest: out.as_mut_slice(),
+        base: 0,
+        next_page: 1,
+        cursor: 0,
+        spans: Spans(Vec::new()),
+    };
+    w.rest[..LONG_PAGE_HEADER_LEN].copy_from_slice(first_bytes);
+    let lead = r[Stream::Raw as usize].take(lead_len)?;
+    w.write(&pages, 0, lead);
     let rem = if first.info & XLP_FIRST_IS_CONTRECORD != 0 {
         first.rem_len as usize
     } else {
         0
     };
-    let mut spans = Vec::new();
     if rem > 0 {
-        spans.push((0, rem));
+        w.spans.0.push((0, rem));
     }
     let mut body = Body::default();
     let mut rec: Vec<u8> = Vec::new();
     let mut prev_pos: Option<usize> = None;
+    let mut pos = lead_len;
     for i in 0..records {
-        let pos = content.len();
         let tot = u32::from_le_bytes(
             r[Stream::RecLen as usize]
                 .take(4)?
@@ -492,13 +567,22 @@ pub fn join(
         debug_assert_eq!(rec.len(), tot);
         let crc = record_crc(&rec);
         rec[20..24].copy_from_slice(&crc.to_le_bytes());
-        content.extend_from_slice(&rec);
-        let pad_end = maxalign(pos + tot).min(content_len);
-        content.resize(pad_end, 0);
-        spans.push((pos, tot));
+        w.write(&pages, pos, &rec);
+        w.spans.0.push((pos, tot));
         prev_pos = Some(pos);
+        pos = maxalign(pos + tot).min(content_len);
+        // Everything before the page the next record starts in is final.
+        let upto = pages.data_offset(pos) / blcksz * blcksz;
+        if upto >= w.base + RELEASE_EVERY {
+            w.release(
+                &pages,
+                &first,
+                upto,
+                &mut r[Stream::PageHeaders as usize],
+                &mut ready,
+            )?;
+        }
     }
-    let pos = content.len();
     let raw = &mut r[Stream::Raw as usize];
     let tail = raw.take(raw.left())?;
     if pos + tail.len() != content_len {
@@ -507,9 +591,9 @@ pub fn join(
             pos + tail.len()
         ));
     }
-    content.extend_from_slice(tail);
+    w.write(&pages, pos, tail);
     if tail.len() >= 4 {
-        spans.push((
+        w.spans.0.push((
             pos,
             u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]) as usize,
         ));
@@ -523,31 +607,84 @@ pub fn join(
             ));
         }
     }
+    let pages_left = npages.max(1) - w.next_page;
     let hdr_left = r[Stream::PageHeaders as usize].left();
-    if hdr_left != (npages.max(1) - 1) * SHORT_PAGE_HEADER_LEN {
+    if hdr_left != pages_left * SHORT_PAGE_HEADER_LEN {
         return Err(format!(
-            "page header stream holds {hdr_left} bytes after page 0 for {npages} pages"
+            "page header stream holds {hdr_left} bytes for the last {pages_left} of {npages} pages"
         ));
     }
+    w.release(
+        &pages,
+        &first,
+        valid_len,
+        &mut r[Stream::PageHeaders as usize],
+        &mut ready,
+    )?;
+    Ok(())
+}
 
-    let spans = Spans(spans);
-    let mut out = Vec::with_capacity(valid_len);
-    out.extend_from_slice(first_bytes);
-    let mut c = 0;
-    let mut cursor = 0;
-    for p in 0..npages {
-        if p > 0 {
-            let stored = r[Stream::PageHeaders as usize].take(SHORT_PAGE_HEADER_LEN)?;
-            let predicted =
-                predicted_header(&first, &pages, p, spans.rem_at(&pages, p, &mut cursor));
-            out.extend(stored.iter().zip(predicted).map(|(a, b)| a ^ b));
+/// The part of the segment [`join_into`] is still writing, and what it needs to finish
+/// pages: page headers are filled in order as the content before them is final.
+struct Finished<'o> {
+    /// The segment from `base` on.
+    rest: &'o mut [u8],
+    /// Segment offset of `rest[0]` (a page boundary, or 0).
+    base: usize,
+    /// The first page whose header is not filled yet (page 0's is copied at the start).
+    next_page: usize,
+    /// [`Spans::rem_at`]'s cursor.
+    cursor: usize,
+    /// Lead, records and tail so far.
+    spans: Spans,
+}
+
+impl<'o> Finished<'o> {
+    /// Writes content bytes at content offset `pos` (at or after `base`).
+    fn write(&mut self, pages: &Pages, pos: usize, bytes: &[u8]) {
+        let (rest, base) = (&mut *self.rest, self.base);
+        let mut at = 0;
+        pages.runs(pos, bytes.len(), |o, n| {
+            rest[o - base..o - base + n].copy_from_slice(&bytes[at..at + n]);
+            at += n;
+        });
+    }
+
+    /// Fills the headers of the pages that start before `upto` (a page boundary, or the end)
+    /// and hands `base..upto` to `ready`.
+    fn release(
+        &mut self,
+        pages: &Pages,
+        first: &PageHeader,
+        upto: usize,
+        headers: &mut Reader<'_>,
+        ready: &mut impl FnMut(&'o [u8]),
+    ) -> Result<(), String> {
+        while self.next_page * pages.blcksz < upto {
+            let p = self.next_page;
+            let stored = headers.take(SHORT_PAGE_HEADER_LEN)?;
+            let predicted = predicted_header(
+                first,
+                pages,
+                p,
+                self.spans.rem_at(pages, p, &mut self.cursor),
+            );
+            let off = p * pages.blcksz - self.base;
+            for ((o, a), b) in self.rest[off..off + SHORT_PAGE_HEADER_LEN]
+                .iter_mut()
+                .zip(stored)
+                .zip(predicted)
+            {
+                *o = a ^ b;
+            }
+            self.next_page += 1;
         }
-        let n = (blcksz - Pages::header_len(p)).min(content_len - c);
-        out.extend_from_slice(&content[c..c + n]);
-        c += n;
+        let (done, rest) = std::mem::take(&mut self.rest).split_at_mut(upto - self.base);
+        self.rest = rest;
+        self.base = upto;
+        if !done.is_empty() {
+            ready(done);
+        }
+        Ok(())
     }
-    if out.len() != valid_len {
-        return Err(format!("rebuilt {} bytes, expected {valid_len}", out.len()));
-    }
-    Ok(out)
 }
