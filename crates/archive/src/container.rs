@@ -1,17 +1,18 @@
-//! The self-describing container every archived file is stored in (format version 2; version
-//! 1, which lacks the WAL records transform, is still read).
+//! The self-describing container every archived file is stored in (format version 3; versions
+//! 1, which lacks the WAL records transform, and 2, which stores each stream in one part, are
+//! still read).
 //!
 //! All integers are little-endian. A container is a header followed by a payload:
 //!
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 8 | magic `PGCZARC` + `\n` ([`MAGIC`]) |
-//! | 8 | 2 | format version, 2 ([`FORMAT_VERSION`]; 1 is read too) |
+//! | 8 | 2 | format version, 3 ([`FORMAT_VERSION`]; 1 and 2 are read too) |
 //! | 10 | 2 | flags, 0 (readers reject unknown bits) |
 //! | 12 | 4 | header length `H`: bytes from offset 0 to the end of the header checksum |
 //! | 16 | 8 | original size |
 //! | 24 | 32 | SHA-256 of the original |
-//! | 56 | 1 | transform: 0 plain, 1 WAL, 2 WAL records (version 2 only) ([`Transform`]) |
+//! | 56 | 1 | transform: 0 plain, 1 WAL, 2 WAL records (version 2 and later) ([`Transform`]) |
 //! | 57 | 1 | part count `n` (0..=16) |
 //! | 58 | 2 | name length (1..=1024) |
 //! | 60 | 2 | method spec length (1..=256) |
@@ -20,7 +21,7 @@
 //! | | | method specification, PostgreSQL syntax (`zstd:level=5`) |
 //! | | 24 | WAL transforms only: `xlp_magic` u16, reserved u16, `xlp_tli` u32, `xlp_pageaddr` u64, valid length u64 |
 //! | | 24 | WAL records transform only: first `xl_prev` u64, records u64, lead length u64 ([`SplitInfo`]) |
-//! | | 24 × n | parts: kind u8, role u8, filter u8 (0 none, 1 word-coded, version 2 streams only), reserved u8, CRC-32C of the stored bytes u32, raw length u64, stored length u64 |
+//! | | 24 × n | parts: kind u8, role u8, filter u8 (0 none, 1 word-coded, streams of version 2 and later only), reserved u8, CRC-32C of the stored bytes u32, raw length u64, stored length u64 |
 //! | H − 4 | 4 | CRC-32C of bytes 0..H−4 |
 //!
 //! The payload is the parts' stored bytes, in order, and nothing else: a container is exactly
@@ -30,9 +31,12 @@
 //! Plain and WAL transforms: concatenating the parts' raw bytes gives the original file;
 //! roles (0 whole file, 1 valid WAL, 2 stale bytes after the end of WAL, 3 zero tail) are
 //! informational. WAL records transform: parts with roles 4 to 12 are the streams of
-//! [`crate::walsplit`] (role 4 + the stream's index, each at most once, in order, an absent
-//! one empty), which [`crate::walsplit::join`] turns back into the first `valid length` bytes;
-//! an optional zero tail (role 3) follows.
+//! [`crate::walsplit`] (role 4 + the stream's index, in stream order, an absent one empty),
+//! which [`crate::walsplit::join`] turns back into the first `valid length` bytes. From
+//! version 3 a stream may be stored in several consecutive parts, each compressed (and
+//! word-coded) on its own, whose raw bytes concatenate to the stream, so that two threads
+//! can compress and decompress one large stream; version 2 stores each stream at most once.
+//! Optional stale bytes (role 2) and an optional zero tail (role 3) follow.
 //!
 //! Parsing is sans-IO ([`Header::parse`], [`decode`]): every length is checked against the bytes
 //! present and a hard cap before anything is allocated, and decompression is capped at the
@@ -49,7 +53,7 @@ use crate::walsplit::{SplitInfo, Stream, STREAMS};
 /// The first eight bytes of every container.
 pub const MAGIC: [u8; 8] = *b"PGCZARC\n";
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 2;
+pub const FORMAT_VERSION: u16 = 3;
 /// The oldest format version this build reads.
 pub const OLDEST_READABLE_VERSION: u16 = 1;
 /// Size of the fixed part of the header.
@@ -486,7 +490,7 @@ impl Header {
             parts.push(p);
             at += PART_LEN;
         }
-        check_roles(&transform, &parts, total, original_size)?;
+        check_roles(&transform, &parts, total, original_size, version)?;
         Ok(Header {
             name,
             original_size,
@@ -499,13 +503,15 @@ impl Header {
 }
 
 /// Checks that the parts fit the transform: for plain and WAL, raw lengths that add up to the
-/// original size; for WAL records, streams in order and at most once, no more stream bytes
-/// than the prefix they rebuild, then stale bytes and a zero tail that make up the rest.
+/// original size; for WAL records, streams in order (each in one part before version 3,
+/// in consecutive parts from version 3), no more stream bytes than the prefix they rebuild,
+/// then stale bytes and a zero tail that make up the rest.
 fn check_roles(
     transform: &Transform,
     parts: &[Part],
     total: u64,
     original_size: u64,
+    version: u16,
 ) -> Result<(), ContainerError> {
     let field = |detail: String| ContainerError::Field {
         field: "parts",
@@ -527,6 +533,7 @@ fn check_roles(
         return Ok(());
     };
     // Streams in order, then at most one stale part, then at most one zero tail.
+    let repeats = version >= 3;
     let mut next_stream = 0usize;
     let mut stream_bytes = 0u64;
     let mut stage = 0;
@@ -534,7 +541,9 @@ fn check_roles(
     for (i, p) in parts.iter().enumerate() {
         match (p.role, p.kind) {
             (Role::WalStream(s), PartKind::Compressed)
-                if stage == 0 && s as usize >= next_stream =>
+                if stage == 0
+                    && (s as usize >= next_stream
+                        || (repeats && s as usize + 1 == next_stream)) =>
             {
                 next_stream = s as usize + 1;
                 stream_bytes = stream_bytes.saturating_add(p.raw_len);
@@ -612,6 +621,122 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Vec<u8>), ContainerError> {
 /// [`decode`] without the final SHA-256 check, for a caller that compares the result with
 /// the original bytes instead (the push-time self-check, which hashed those bytes itself).
 pub(crate) fn decode_unhashed(bytes: &[u8]) -> Result<(Header, Vec<u8>), ContainerError> {
+    decode_with(bytes, &mut [])
+}
+
+/// A consumer of a container's output, piece by piece in order, on a thread of its own.
+pub(crate) type Sink<'s> = &'s mut (dyn FnMut(&[u8]) + Send);
+
+/// [`decode_unhashed`] that also hands the output, in order and in pieces, to each of
+/// `sinks`, each on a thread of its own. For a WAL records container the pieces go out while
+/// the rest of the segment is still being rebuilt, so that hashing and writing it overlap
+/// the rebuilding. When an error is returned, the sinks may have seen part of the output.
+pub(crate) fn decode_with(
+    bytes: &[u8],
+    sinks: &mut [Sink<'_>],
+) -> Result<(Header, Vec<u8>), ContainerError> {
+    let (header, mut decoded) = decompress_parts(bytes)?;
+    if let Transform::WalRecords(w, s) = &header.transform {
+        let mut streams: [Vec<u8>; STREAMS] = Default::default();
+        for (p, raw) in header.parts.iter().zip(decoded.iter_mut()) {
+            if let Role::WalStream(st) = p.role {
+                let stream = &mut streams[st as usize];
+                if stream.is_empty() {
+                    *stream = std::mem::take(raw);
+                } else {
+                    stream.extend_from_slice(raw);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        let after: Vec<(&Part, &[u8])> = header
+            .parts
+            .iter()
+            .zip(&decoded)
+            .filter(|(p, _)| !matches!(p.role, Role::WalStream(_)))
+            .map(|(p, raw)| (p, raw.as_slice()))
+            .collect();
+        let joined = std::thread::scope(|scope| {
+            let mut senders = Vec::with_capacity(sinks.len());
+            for sink in sinks.iter_mut() {
+                let (tx, rx) = std::sync::mpsc::channel::<&[u8]>();
+                senders.push(tx);
+                scope.spawn(move || {
+                    for piece in rx {
+                        sink(piece);
+                    }
+                });
+            }
+            let send = |piece| send_all(&senders, piece);
+            let joined =
+                crate::walsplit::join_into(w.pageaddr, w.valid_len, s, &streams, &mut out, send);
+            if joined.is_ok() {
+                // Stale bytes and zeros after the prefix; their lengths add up to the
+                // original size (checked with the header).
+                for (p, raw) in &after {
+                    match p.kind {
+                        PartKind::Compressed => send(raw),
+                        PartKind::Zeros => {
+                            let mut left = p.raw_len as usize;
+                            while left > 0 {
+                                let n = left.min(ZEROS.len());
+                                send(&ZEROS[..n]);
+                                left -= n;
+                            }
+                        }
+                    }
+                }
+            }
+            drop(senders);
+            joined
+        });
+        joined.map_err(|detail| ContainerError::Rebuild { detail })?;
+        drop(streams);
+        for (p, raw) in after {
+            match p.kind {
+                PartKind::Zeros => out.resize(out.len() + p.raw_len as usize, 0),
+                PartKind::Compressed => out.extend_from_slice(raw),
+            }
+        }
+        return Ok((header, out));
+    }
+    let out = if let ([p], [raw]) = (header.parts.as_slice(), decoded.as_mut_slice()) {
+        if p.kind == PartKind::Compressed {
+            std::mem::take(raw)
+        } else {
+            vec![0; p.raw_len as usize]
+        }
+    } else {
+        // The claimed size is checked against the parts' lengths (with the header); reserve
+        // only a bounded amount up front all the same.
+        let mut out = Vec::with_capacity((header.original_size as usize).min(RESERVE_CAP));
+        for (p, raw) in header.parts.iter().zip(&decoded) {
+            match p.kind {
+                PartKind::Zeros => out.resize(out.len() + p.raw_len as usize, 0),
+                PartKind::Compressed => out.extend_from_slice(raw),
+            }
+        }
+        out
+    };
+    for sink in sinks.iter_mut() {
+        sink(&out);
+    }
+    Ok((header, out))
+}
+
+/// Sends `piece` to every sink's thread (a thread ends only when its channel closes).
+fn send_all<'a>(senders: &[std::sync::mpsc::Sender<&'a [u8]>], piece: &'a [u8]) {
+    for tx in senders {
+        let _ = tx.send(piece);
+    }
+}
+
+/// Zeros handed to sinks for a zero tail, a piece at a time.
+static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+
+/// Parses the header, checks the length and every part's checksum, then decompresses (and
+/// word-decodes) the parts on two threads: one output per part, empty for zeros.
+fn decompress_parts(bytes: &[u8]) -> Result<(Header, Vec<Vec<u8>>), ContainerError> {
     let Some((header, hlen)) = Header::parse(bytes)? else {
         let need = if bytes.len() >= 16 {
             u64::from(u32_at(bytes, 12))
@@ -630,24 +755,8 @@ pub(crate) fn decode_unhashed(bytes: &[u8]) -> Result<(Header, Vec<u8>), Contain
             actual: bytes.len() as u64,
         });
     }
-    // The claimed size is checked against the output as it grows; reserve only a
-    // bounded amount up front so a hostile header cannot size an allocation.
-    let records = matches!(header.transform, Transform::WalRecords(..));
-    let reserve = if records {
-        0
-    } else {
-        header.original_size as usize
-    };
-    let mut out = Vec::with_capacity(reserve.min(RESERVE_CAP));
-    let mut dec = codec::BlockDecompressor::new().map_err(|source| ContainerError::Decompress {
-        index: 0,
-        offset: hlen as u64,
-        source,
-    })?;
-    let mut scratch = Vec::new();
-    let mut streams: [Vec<u8>; STREAMS] = Default::default();
-    // WAL records: what follows the rebuilt prefix (stale bytes, zeros).
-    let mut after = Vec::new();
+    // Every part's checksum is checked before anything is decompressed.
+    let mut jobs: Vec<(usize, usize, &Part, &[u8])> = Vec::with_capacity(header.parts.len());
     let mut off = hlen;
     for (index, p) in header.parts.iter().enumerate() {
         let stored = &bytes[off..off + p.stored_len as usize];
@@ -660,43 +769,51 @@ pub(crate) fn decode_unhashed(bytes: &[u8]) -> Result<(Header, Vec<u8>), Contain
                 computed,
             });
         }
-        match p.kind {
-            PartKind::Zeros if records => after.resize(after.len() + p.raw_len as usize, 0),
-            PartKind::Zeros => out.resize(out.len() + p.raw_len as usize, 0),
-            PartKind::Compressed => {
-                dec.decompress(header.spec.method, stored, p.raw_len as usize, &mut scratch)
-                    .map_err(|source| ContainerError::Decompress {
-                        index,
-                        offset: off as u64,
-                        source,
-                    })?;
-                match p.role {
-                    Role::WalStream(s) if p.words => {
-                        let cap = match &header.transform {
-                            Transform::WalRecords(w, _) => w.valid_len as usize,
-                            _ => 0,
-                        };
-                        streams[s as usize] =
-                            crate::words::decode(&scratch, cap).map_err(|detail| {
-                                ContainerError::Rebuild {
-                                    detail: format!("part {index}: {detail}"),
-                                }
-                            })?;
-                    }
-                    Role::WalStream(s) => std::mem::swap(&mut streams[s as usize], &mut scratch),
-                    _ if records => after.extend_from_slice(&scratch),
-                    _ => out.extend_from_slice(&scratch),
-                }
-            }
-        }
+        jobs.push((index, off, p, stored));
         off += p.stored_len as usize;
     }
-    if let Transform::WalRecords(w, s) = &header.transform {
-        out = crate::walsplit::join(w.pageaddr, w.valid_len, s, &streams)
-            .map_err(|detail| ContainerError::Rebuild { detail })?;
-        out.extend_from_slice(&after);
-    }
-    Ok((header, out))
+    let method = header.spec.method;
+    let word_cap = match &header.transform {
+        Transform::WalRecords(w, _) => w.valid_len as usize,
+        _ => 0,
+    };
+    // Parts decompress on two threads; each output is capped at the part's declared raw
+    // length (and a word-coded stream at the prefix it belongs to).
+    let decoded = crate::lanes::two_lanes(
+        &jobs,
+        |&(_, _, p, _)| match p.kind {
+            PartKind::Compressed => p.raw_len as usize,
+            PartKind::Zeros => 0,
+        },
+        || {
+            codec::BlockDecompressor::new().map_err(|source| ContainerError::Decompress {
+                index: 0,
+                offset: hlen as u64,
+                source,
+            })
+        },
+        |dec, &(index, off, p, stored)| {
+            if p.kind == PartKind::Zeros {
+                return Ok(Vec::new());
+            }
+            let mut raw = Vec::new();
+            dec.decompress(method, stored, p.raw_len as usize, &mut raw)
+                .map_err(|source| ContainerError::Decompress {
+                    index,
+                    offset: off as u64,
+                    source,
+                })?;
+            if p.words {
+                raw = crate::words::decode(&raw, word_cap).map_err(|detail| {
+                    ContainerError::Rebuild {
+                        detail: format!("part {index}: {detail}"),
+                    }
+                })?;
+            }
+            Ok(raw)
+        },
+    )?;
+    Ok((header, decoded))
 }
 
 /// Lower-case hex of `bytes`.

@@ -9,6 +9,7 @@
 
 pub mod container;
 pub mod error;
+mod lanes;
 pub mod pack;
 pub mod repo;
 pub mod walsplit;

@@ -24,6 +24,13 @@ use wal::consts::{LONG_PAGE_HEADER_LEN, SHORT_PAGE_HEADER_LEN};
 /// How much of a segment is handed to the WAL decoder at a time.
 const FEED_CHUNK: usize = 1 << 20;
 
+/// Most pieces [`build_records`] adds by cutting streams for the two compression threads
+/// (a container holds at most [`container::MAX_PARTS`] parts: nine streams, stale bytes and
+/// a zero tail leave room for five).
+const MAX_EXTRA_PIECES: usize = 2;
+/// Smallest piece a stream is cut into: below this the second thread buys nothing.
+const MIN_PIECE: usize = 512 << 10;
+
 /// How a file is split: each part's role and the range of the original it covers.
 pub type Layout = Vec<(Role, Range<usize>)>;
 
@@ -37,19 +44,10 @@ pub struct Packed {
 }
 
 /// Packs `data`, the content of the file called `name`, with `spec`, and checks that the
-/// container decodes to the same SHA-256. WAL segments get the WAL transform; anything else
-/// (history, backup, partial or unknown files, short or empty files) plain compression.
+/// container decodes to the same bytes. WAL segments get the WAL records transform; anything
+/// else (history, backup, partial or unknown files, short or empty files) plain compression.
+/// The SHA-256 of `data` is computed on a second thread while the segment is taken apart.
 pub fn pack(name: &str, data: &[u8], spec: &Spec) -> Result<Packed, ArchiveError> {
-    pack_hashed(name, data, Sha256::digest(data).into(), spec)
-}
-
-/// [`pack`] for a caller that has already computed the SHA-256 of `data`.
-pub(crate) fn pack_hashed(
-    name: &str,
-    data: &[u8],
-    sha256: [u8; 32],
-    spec: &Spec,
-) -> Result<Packed, ArchiveError> {
     check_name(name).map_err(|reason| ArchiveError::InvalidName {
         name: name.into(),
         reason,
@@ -61,7 +59,12 @@ pub(crate) fn pack_hashed(
             max: container::MAX_ORIGINAL_SIZE,
         });
     }
-    if let Some((info, split, zeros_from)) = records_split(data) {
+    let (sha256, split) = std::thread::scope(|scope| {
+        let hasher = scope.spawn(|| -> [u8; 32] { Sha256::digest(data).into() });
+        let split = records_split(data);
+        (hasher.join().expect("hash thread panicked"), split)
+    });
+    if let Some((info, split, zeros_from)) = split {
         let packed = build_records(name, data, sha256, spec, info, split, zeros_from)?;
         if self_check(&packed, data).is_ok() {
             return Ok(packed);
@@ -229,6 +232,8 @@ fn build_records(
     if !stale.is_empty() {
         inputs.push((Role::WalStale, stale));
     }
+    // A big stream is cut in pieces (stored as consecutive parts) so both cores compress.
+    let inputs = crate::lanes::balance(&inputs, MAX_EXTRA_PIECES, MIN_PIECE);
     let blocks = compress_parallel(spec, &inputs).map_err(codec_err)?;
     let mut parts = Vec::with_capacity(inputs.len() + 1);
     let mut payload = Vec::with_capacity(blocks.iter().map(|(b, _)| b.len()).sum());
@@ -279,47 +284,26 @@ fn may_hold_text(role: Role) -> bool {
 type Block = (Vec<u8>, Option<usize>);
 
 /// Compresses each input into one block (word-coding the text streams first when that
-/// pays; the coded length is returned with the block), spreading them over two threads,
-/// largest first to whichever thread has less to do.
+/// pays; the coded length is returned with the block) on two threads.
 fn compress_parallel(
     spec: &Spec,
     inputs: &[(Role, &[u8])],
 ) -> Result<Vec<Block>, codec::CodecError> {
-    let mut order: Vec<usize> = (0..inputs.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(inputs[i].1.len()));
-    let mut lanes: [(usize, Vec<usize>); 2] = Default::default();
-    for i in order {
-        let lane = if lanes[0].0 <= lanes[1].0 { 0 } else { 1 };
-        lanes[lane].0 += inputs[i].1.len();
-        lanes[lane].1.push(i);
-    }
-    type Lane = Vec<(usize, Block)>;
-    let run = |ids: &[usize]| -> Result<Lane, codec::CodecError> {
-        let mut c = BlockCompressor::new(spec)?;
-        ids.iter()
-            .map(|&i| {
-                let (role, raw) = inputs[i];
-                let coded = if may_hold_text(role) {
-                    crate::words::encode(raw)
-                } else {
-                    None
-                };
-                let mut out = Vec::new();
-                c.compress(coded.as_deref().unwrap_or(raw), &mut out)?;
-                Ok((i, (out, coded.map(|c| c.len()))))
-            })
-            .collect()
-    };
-    let (a, b) = std::thread::scope(|scope| {
-        let other = scope.spawn(|| run(&lanes[1].1));
-        let mine = run(&lanes[0].1);
-        (mine, other.join().expect("compression thread panicked"))
-    });
-    let mut out = vec![(Vec::new(), None); inputs.len()];
-    for (i, block) in a?.into_iter().chain(b?) {
-        out[i] = block;
-    }
-    Ok(out)
+    crate::lanes::two_lanes(
+        inputs,
+        |(_, raw)| raw.len(),
+        || BlockCompressor::new(spec),
+        |c, &(role, raw)| {
+            let coded = if may_hold_text(role) {
+                crate::words::encode(raw)
+            } else {
+                None
+            };
+            let mut out = Vec::new();
+            c.compress(coded.as_deref().unwrap_or(raw), &mut out)?;
+            Ok((out, coded.map(|c| c.len())))
+        },
+    )
 }
 
 /// The first page header of `data` and its long fields, if `data` is a whole segment

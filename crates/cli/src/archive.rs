@@ -56,8 +56,11 @@ Exit status: 0 archived (or already archived, identical); 1 failure (nothing pub
     Push(PushArgs),
     /// Restore one file (use as restore_command).
     #[command(
-        after_help = "Decodes the archived file, checks its SHA-256, writes it next to PATH, \
-fsyncs and renames it to PATH. PATH appears only complete and checked.\n\n\
+        after_help = "Decodes the archived file, writes it next to PATH while checking its SHA-256, \
+and renames it to PATH only if the hash matches. PATH appears only complete and checked.\n\n\
+It is not fsynced unless --fsync is given: PostgreSQL fsyncs a restored segment itself when it \
+keeps it, and after a crash asks restore_command again (pgBackRest's archive-get does the same). \
+Use --fsync when PATH is not for PostgreSQL's recovery.\n\n\
 postgresql.conf (or recovery settings):\n  restore_command = 'pgcompress archive get --repo /backup/wal %f %p'\n\n\
 Exit status: 0 restored; 1 not in the archive (silently, as PostgreSQL expects); 200 the repository is missing, \
 unreachable or misconfigured, or the file is archived but damaged or unreadable (one line on stderr; above 125, so PostgreSQL aborts recovery instead of taking \
@@ -124,6 +127,9 @@ pub struct GetArgs {
     /// Where to write it (%p).
     #[arg(value_name = "PATH")]
     pub path: PathBuf,
+    /// Fsync the restored file and its directory before exiting.
+    #[arg(long)]
+    pub fsync: bool,
 }
 
 #[derive(Args, Debug)]
@@ -206,7 +212,7 @@ fn get(a: GetArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(GET_FAILED));
         }
     };
-    match repo.get(&a.name, &a.path) {
+    match repo.get_with(&a.name, &a.path, a.fsync) {
         Ok(_) => Ok(ExitCode::SUCCESS),
         // restore_command is asked for files that do not exist; that is not an error to log.
         Err(ArchiveError::NotFound { .. }) => Ok(ExitCode::from(1)),

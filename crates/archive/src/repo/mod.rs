@@ -29,7 +29,7 @@ use sha2::{Digest, Sha256};
 
 use crate::container::{self, check_name, Header, MAX_HEADER_LEN};
 use crate::error::{ArchiveError, ContainerError};
-use crate::pack::pack_hashed;
+use crate::pack::pack;
 
 pub use local::LocalStore;
 pub use s3::{S3Options, S3Store};
@@ -182,18 +182,19 @@ impl Repository {
     pub fn push(&self, src: &Path, name: &str, spec: &Spec) -> Result<PushOutcome, ArchiveError> {
         valid_name(name)?;
         let data = fs::read(src).map_err(ArchiveError::io("reading", src))?;
-        let sha256: [u8; 32] = Sha256::digest(&data).into();
         let key = key_of(name);
-        if let Some(outcome) = self.compare_existing(name, &key, &sha256)? {
+        // The hash is needed here only when the name is taken; packing computes it anyway.
+        if let Some(outcome) = self.compare_existing(name, &key, || Sha256::digest(&data).into())? {
             return Ok(outcome);
         }
-        let packed = pack_hashed(name, &data, sha256, spec)?;
+        let packed = pack(name, &data, spec)?;
         drop(data);
+        let sha256 = packed.header.sha256;
         if self.store.create(&key, packed.bytes)? {
             return Ok(PushOutcome::Stored(packed.header));
         }
         // A concurrent push of the same name won the race.
-        match self.compare_existing(name, &key, &sha256)? {
+        match self.compare_existing(name, &key, || sha256)? {
             Some(outcome) => Ok(outcome),
             None => Err(ArchiveError::Store {
                 what: format!("publishing {key} in"),
@@ -203,12 +204,13 @@ impl Repository {
         }
     }
 
-    /// `Some` outcome when `key` exists: identical content is success, anything else an error.
+    /// `Some` outcome when `key` exists: identical content (by the SHA-256 `sha256` gives) is
+    /// success, anything else an error.
     fn compare_existing(
         &self,
         name: &str,
         key: &str,
-        sha256: &[u8; 32],
+        sha256: impl FnOnce() -> [u8; 32],
     ) -> Result<Option<PushOutcome>, ArchiveError> {
         let Some(bytes) = self.store.read(key)? else {
             return Ok(None);
@@ -222,11 +224,12 @@ impl Repository {
                 })
             }
         };
-        if header.sha256 != *sha256 {
+        let sha256 = sha256();
+        if header.sha256 != sha256 {
             return Err(ArchiveError::Conflict {
                 name: name.into(),
                 existing: header.sha256_hex(),
-                new: container::hex(sha256),
+                new: container::hex(&sha256),
             });
         }
         self.store.settle(key)?;
@@ -235,20 +238,52 @@ impl Repository {
 
     /// Restores `name` to `dest` after checking its SHA-256; [`ArchiveError::NotFound`] if the
     /// repository does not hold it. `dest` is created only when everything checked out.
+    ///
+    /// `dest` is written to a temporary file that is renamed into place, but not fsynced:
+    /// PostgreSQL fsyncs a restored segment itself when it keeps it (`durable_rename` in
+    /// `KeepFileRestoredFromArchive`) and, after a crash, asks restore_command again for
+    /// anything it had not kept; pgBackRest's archive-get skips the syncs for the same
+    /// reason. [`Repository::get_with`] with `fsync` makes the file durable before returning.
     pub fn get(&self, name: &str, dest: &Path) -> Result<Header, ArchiveError> {
+        self.get_with(name, dest, false)
+    }
+
+    /// [`Repository::get`], with `fsync`: the file and its directory are fsynced before it
+    /// returns.
+    pub fn get_with(&self, name: &str, dest: &Path, fsync: bool) -> Result<Header, ArchiveError> {
         valid_name(name)?;
         let Some(bytes) = self.store.read(&key_of(name))? else {
             self.store.check_present()?;
             return Err(ArchiveError::NotFound { name: name.into() });
         };
-        let (header, data) =
-            decode_named(name, &bytes).map_err(|source| ArchiveError::Corrupt {
-                name: name.into(),
-                source,
-            })?;
-        drop(bytes);
-        write_checked(&data, dest)?;
-        Ok(header)
+        let corrupt = |source| ArchiveError::Corrupt {
+            name: name.into(),
+            source,
+        };
+        // The output is written to a temporary file and hashed, each on a thread of its own,
+        // as it is rebuilt; the file gets its name only if the hash matches.
+        write_checked(dest, fsync, |file, tmp| {
+            let mut hasher = Sha256::new();
+            let mut written: std::io::Result<()> = Ok(());
+            let mut hash = |piece: &[u8]| hasher.update(piece);
+            let mut write = |piece: &[u8]| {
+                if written.is_ok() {
+                    written = file.write_all(piece);
+                }
+            };
+            let (header, _) = container::decode_with(&bytes, &mut [&mut hash, &mut write])
+                .and_then(|(h, data)| Ok((check_same_name(name, h)?, data)))
+                .map_err(corrupt)?;
+            written.map_err(ArchiveError::io("writing", tmp))?;
+            let actual: [u8; 32] = hasher.finalize().into();
+            if actual != header.sha256 {
+                return Err(corrupt(ContainerError::HashMismatch {
+                    expected: container::hex(&header.sha256),
+                    actual: container::hex(&actual),
+                }));
+            }
+            Ok(header)
+        })
     }
 
     /// Every container in the repository, sorted by name, described by its header alone.
@@ -353,9 +388,14 @@ fn parse_header(head: &[u8], size: u64) -> Result<Header, ContainerError> {
     }
 }
 
-/// Writes `data` to a temporary file next to `dest`, fsyncs it, renames it to `dest` and
-/// fsyncs the directory; on failure nothing is left behind.
-fn write_checked(data: &[u8], dest: &Path) -> Result<(), ArchiveError> {
+/// Creates a temporary file next to `dest`, lets `fill` write it, and renames it to `dest`
+/// only if `fill` succeeds; with `fsync`, the file is fsynced before the rename and the
+/// directory after it. On failure nothing is left behind.
+fn write_checked<T>(
+    dest: &Path,
+    fsync: bool,
+    fill: impl FnOnce(&mut File, &Path) -> Result<T, ArchiveError>,
+) -> Result<T, ArchiveError> {
     let parent = match dest.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -368,26 +408,33 @@ fn write_checked(data: &[u8], dest: &Path) -> Result<(), ArchiveError> {
         std::process::id(),
         nanos()
     ));
-    let written = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(ArchiveError::io("creating", &tmp))?;
-        f.write_all(data)
-            .map_err(ArchiveError::io("writing", &tmp))?;
-        f.sync_all().map_err(ArchiveError::io("syncing", &tmp))?;
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(ArchiveError::io("creating", &tmp))?;
+    let written = fill(&mut f, &tmp).and_then(|value| {
+        if fsync {
+            f.sync_all().map_err(ArchiveError::io("syncing", &tmp))?;
+        }
         drop(f);
         fs::rename(&tmp, dest).map_err(ArchiveError::io(
             format!("renaming {} to", tmp.display()),
             dest,
-        ))
-    })();
-    if let Err(e) = written {
-        let _ = fs::remove_file(&tmp);
-        return Err(e);
+        ))?;
+        Ok(value)
+    });
+    let value = match written {
+        Ok(v) => v,
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
+    };
+    if fsync {
+        sync_dir(&parent)?;
     }
-    sync_dir(&parent)
+    Ok(value)
 }
 
 pub(crate) fn sync_dir(dir: &Path) -> Result<(), ArchiveError> {

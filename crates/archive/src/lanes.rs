@@ -1,0 +1,169 @@
+//! Work spread over two threads: packing and unpacking a segment are a handful of independent
+//! jobs (one per stream) of very different sizes, and archive_command runs one file at a time,
+//! so the second core is otherwise idle.
+
+/// Below this much work in total, one thread does everything (a thread costs more than it
+/// saves on a history file).
+const MIN_PARALLEL_WEIGHT: usize = 256 << 10;
+
+/// Runs `work` on every item and returns the results in item order. Items go, heaviest first
+/// by `weight`, to whichever of two threads has less work so far; each thread makes its own
+/// state with `init` (a compressor, a decompressor). A thread stops at its first failure;
+/// the error returned is that of the lowest item among those that failed.
+pub(crate) fn two_lanes<T, S, R, E>(
+    items: &[T],
+    weight: impl Fn(&T) -> usize,
+    init: impl Fn() -> Result<S, E> + Sync,
+    work: impl Fn(&mut S, &T) -> Result<R, E> + Sync,
+) -> Result<Vec<R>, E>
+where
+    T: Sync,
+    R: Send,
+    E: Send,
+{
+    let total: usize = items.iter().map(&weight).sum();
+    if items.len() < 2 || total < MIN_PARALLEL_WEIGHT {
+        let mut state = init()?;
+        return items.iter().map(|item| work(&mut state, item)).collect();
+    }
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(weight(&items[i])));
+    let mut lanes: [(usize, Vec<usize>); 2] = Default::default();
+    for i in order {
+        let lane = usize::from(lanes[0].0 > lanes[1].0);
+        lanes[lane].0 += weight(&items[i]);
+        lanes[lane].1.push(i);
+    }
+    // Each lane stops at its first failure; the caller gets the failure of the lowest item.
+    let run = |ids: &[usize]| -> Vec<(usize, Result<R, E>)> {
+        let mut out = Vec::with_capacity(ids.len());
+        let mut state = match init() {
+            Ok(s) => s,
+            Err(e) => {
+                out.push((ids.first().copied().unwrap_or(0), Err(e)));
+                return out;
+            }
+        };
+        for &i in ids {
+            let r = work(&mut state, &items[i]);
+            let failed = r.is_err();
+            out.push((i, r));
+            if failed {
+                break;
+            }
+        }
+        out
+    };
+    let (a, b) = std::thread::scope(|scope| {
+        let other = scope.spawn(|| run(&lanes[1].1));
+        let mine = run(&lanes[0].1);
+        (mine, other.join().expect("worker thread panicked"))
+    });
+    let mut slots: Vec<Option<Result<R, E>>> = (0..items.len()).map(|_| None).collect();
+    for (i, r) in a.into_iter().chain(b) {
+        slots[i] = Some(r);
+    }
+    let mut out = Vec::with_capacity(items.len());
+    let mut missing = false;
+    for slot in slots {
+        match slot {
+            Some(Ok(r)) => out.push(r),
+            Some(Err(e)) => return Err(e),
+            // Skipped after a failure in the same lane; that failure comes later in item
+            // order and is returned below.
+            None => missing = true,
+        }
+    }
+    assert!(!missing, "a lane skipped work without failing");
+    Ok(out)
+}
+
+/// Cuts the largest inputs so that two lanes get about the same number of bytes: a segment
+/// of pgbench WAL is mostly page images, one stream, which would otherwise keep one core
+/// busy while the other waits. Each input is `(tag, bytes)`; a cut input becomes consecutive
+/// pieces with the same tag, in order. At most `max_extra` pieces are added, and no piece
+/// is smaller than `min_piece` bytes.
+pub(crate) fn balance<'a, K: Copy>(
+    inputs: &[(K, &'a [u8])],
+    max_extra: usize,
+    min_piece: usize,
+) -> Vec<(K, &'a [u8])> {
+    let mut out: Vec<(K, &'a [u8])> = inputs.to_vec();
+    for _ in 0..max_extra {
+        // Simulate the lanes as `two_lanes` fills them.
+        let mut order: Vec<usize> = (0..out.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(out[i].1.len()));
+        let mut load = [0usize; 2];
+        let mut largest: [Option<usize>; 2] = [None, None];
+        for i in order {
+            let lane = usize::from(load[0] > load[1]);
+            load[lane] += out[i].1.len();
+            largest[lane].get_or_insert(i);
+        }
+        let heavy = usize::from(load[1] > load[0]);
+        let excess = (load[heavy] - load[1 - heavy]) / 2;
+        let Some(big) = largest[heavy] else { break };
+        if excess < min_piece || out[big].1.len() - excess < min_piece {
+            break;
+        }
+        let (tag, bytes) = out[big];
+        let cut = bytes.len() - excess;
+        out[big] = (tag, &bytes[..cut]);
+        out.insert(big + 1, (tag, &bytes[cut..]));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_come_back_in_order_and_a_failure_is_returned() {
+        let items: Vec<usize> = (0..40).map(|i| (i * 7919) % 1000 * 1000).collect();
+        let out = two_lanes(&items, |&w| w, || Ok::<_, String>(()), |_, &w| Ok(w + 1))
+            .expect("no failure");
+        assert_eq!(out, items.iter().map(|w| w + 1).collect::<Vec<_>>());
+        let err = two_lanes(
+            &items,
+            |&w| w,
+            || Ok::<_, usize>(()),
+            |_, &w| if w % 3 == 0 { Err(w) } else { Ok(w) },
+        )
+        .expect_err("fails");
+        assert_eq!(err % 3, 0, "the error is one an item returned");
+    }
+
+    #[test]
+    fn balance_cuts_the_big_input_and_keeps_every_byte_in_order() {
+        let big: Vec<u8> = (0..10_000_000u32).map(|i| (i % 251) as u8).collect();
+        let small = vec![7u8; 1_000_000];
+        let inputs = [(0u8, big.as_slice()), (1u8, small.as_slice())];
+        let out = balance(&inputs, 4, 256 << 10);
+        assert!(out.len() > 2, "the big input was cut");
+        for tag in [0u8, 1] {
+            let joined: Vec<u8> = out
+                .iter()
+                .filter(|(t, _)| *t == tag)
+                .flat_map(|(_, b)| b.iter().copied())
+                .collect();
+            assert_eq!(joined, inputs[usize::from(tag)].1);
+        }
+        let tags: Vec<u8> = out.iter().map(|(t, _)| *t).collect();
+        assert!(
+            tags.windows(2).all(|w| w[0] <= w[1]),
+            "pieces stay in order"
+        );
+        // The lanes are now within a piece's worth of each other.
+        let mut load = [0usize; 2];
+        let mut sizes: Vec<usize> = out.iter().map(|(_, b)| b.len()).collect();
+        sizes.sort_unstable_by(|a, b| b.cmp(a));
+        for s in sizes {
+            let lane = usize::from(load[0] > load[1]);
+            load[lane] += s;
+        }
+        assert!(load[0].abs_diff(load[1]) < 600_000, "{load:?}");
+        // Small inputs are left alone.
+        assert_eq!(balance(&[(0u8, &small[..1000])], 4, 256 << 10).len(), 1);
+    }
+}
