@@ -1,13 +1,15 @@
 //! Turning a file into a container and back: the WAL-aware split, plain compression for
 //! everything else, and the push-time self-check.
 //!
-//! The WAL transform decodes the segment with [`wal::WalDecoder`] to find the end of valid WAL
-//! (after an `XLOG_SWITCH` the rest of a segment is zeros; past the insert point of a live
-//! segment there are zeros or a recycled segment's stale bytes, `wal-format.md` §1). The valid
-//! prefix is compressed; the tail is stored as zeros, or compressed separately when it is not
-//! all zero. The split only affects the ratio, never the bytes: every container is decoded
-//! again and its SHA-256 compared with the original's before it is returned, and a WAL split
-//! that fails that check falls back to plain compression.
+//! A whole segment gets the WAL records transform ([`records_split`], [`crate::walsplit`]):
+//! its streams up to the trailing zeros (after an `XLOG_SWITCH`, or past the insert point of
+//! a live segment) or the first page of a recycled segment's older content, compressed on
+//! two threads, the largest cut in pieces so both threads have the same work. If that fails,
+//! the older WAL transform decodes the segment with [`wal::WalDecoder`] to find the end of
+//! valid WAL and compresses the valid prefix and the tail apart (`wal-format.md` §1); anything
+//! else is compressed whole. The transforms only affect the ratio, never the bytes: every
+//! container is decoded again and compared with the original before it is returned, and one
+//! that fails that check falls back to the next transform, down to plain compression.
 
 use std::ops::Range;
 
