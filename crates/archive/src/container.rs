@@ -635,9 +635,13 @@ pub(crate) fn decode_with(
     bytes: &[u8],
     sinks: &mut [Sink<'_>],
 ) -> Result<(Header, Vec<u8>), ContainerError> {
-    let (header, mut decoded) = decompress_parts(bytes)?;
+    let Decompressed {
+        header,
+        parts: mut decoded,
+        whole,
+    } = decompress_parts(bytes)?;
     if let Transform::WalRecords(w, s) = &header.transform {
-        let mut streams: [Vec<u8>; STREAMS] = Default::default();
+        let mut streams = whole;
         for (p, raw) in header.parts.iter().zip(decoded.iter_mut()) {
             if let Role::WalStream(st) = p.role {
                 let stream = &mut streams[st as usize];
@@ -735,8 +739,8 @@ fn send_all<'a>(senders: &[std::sync::mpsc::Sender<&'a [u8]>], piece: &'a [u8]) 
 static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
 
 /// Parses the header, checks the length and every part's checksum, then decompresses (and
-/// word-decodes) the parts on two threads: one output per part, empty for zeros.
-fn decompress_parts(bytes: &[u8]) -> Result<(Header, Vec<Vec<u8>>), ContainerError> {
+/// word-decodes) the parts on two threads.
+fn decompress_parts(bytes: &[u8]) -> Result<Decompressed, ContainerError> {
     let Some((header, hlen)) = Header::parse(bytes)? else {
         let need = if bytes.len() >= 16 {
             u64::from(u32_at(bytes, 12))
@@ -779,9 +783,44 @@ fn decompress_parts(bytes: &[u8]) -> Result<(Header, Vec<Vec<u8>>), ContainerErr
     };
     // Parts decompress on two threads; each output is capped at the part's declared raw
     // length (and a word-coded stream at the prefix it belongs to).
+    // A stream stored in several parts, none word-coded, is decompressed straight into
+    // its place in one buffer (a fresh zeroed allocation costs nothing until written), so
+    // that the pieces are never copied together afterwards.
+    let mut whole: [Vec<u8>; STREAMS] = Default::default();
+    let mut pieces = [0usize; STREAMS];
+    let mut coded = [false; STREAMS];
+    let mut total = [0usize; STREAMS];
+    for p in &header.parts {
+        if let Role::WalStream(st) = p.role {
+            pieces[st as usize] += 1;
+            coded[st as usize] |= p.words;
+            total[st as usize] += p.raw_len as usize;
+        }
+    }
+    for st in 0..STREAMS {
+        if pieces[st] > 1 && !coded[st] {
+            whole[st] = vec![0u8; total[st]];
+        }
+    }
+    let mut free: Vec<&mut [u8]> = whole.iter_mut().map(|w| w.as_mut_slice()).collect();
+    let jobs: Vec<_> = jobs
+        .into_iter()
+        .map(|(index, off, p, stored)| {
+            let dest = match p.role {
+                Role::WalStream(st) if pieces[st as usize] > 1 && !coded[st as usize] => {
+                    let rest = std::mem::take(&mut free[st as usize]);
+                    let (dest, rest) = rest.split_at_mut(p.raw_len as usize);
+                    free[st as usize] = rest;
+                    Some(dest)
+                }
+                _ => None,
+            };
+            (index, off, p, stored, dest)
+        })
+        .collect();
     let decoded = crate::lanes::two_lanes(
-        &jobs,
-        |&(_, _, p, _)| match p.kind {
+        jobs,
+        |&(_, _, p, _, _)| match p.kind {
             PartKind::Compressed => p.raw_len as usize,
             PartKind::Zeros => 0,
         },
@@ -792,17 +831,22 @@ fn decompress_parts(bytes: &[u8]) -> Result<(Header, Vec<Vec<u8>>), ContainerErr
                 source,
             })
         },
-        |dec, &(index, off, p, stored)| {
+        |dec, (index, off, p, stored, dest)| {
+            let failed = |source| ContainerError::Decompress {
+                index,
+                offset: off as u64,
+                source,
+            };
             if p.kind == PartKind::Zeros {
+                return Ok(Vec::new());
+            }
+            if let Some(dest) = dest {
+                dec.decompress_into(method, stored, dest).map_err(failed)?;
                 return Ok(Vec::new());
             }
             let mut raw = Vec::new();
             dec.decompress(method, stored, p.raw_len as usize, &mut raw)
-                .map_err(|source| ContainerError::Decompress {
-                    index,
-                    offset: off as u64,
-                    source,
-                })?;
+                .map_err(failed)?;
             if p.words {
                 raw = crate::words::decode(&raw, word_cap).map_err(|detail| {
                     ContainerError::Rebuild {
@@ -813,7 +857,21 @@ fn decompress_parts(bytes: &[u8]) -> Result<(Header, Vec<Vec<u8>>), ContainerErr
             Ok(raw)
         },
     )?;
-    Ok((header, decoded))
+    drop(free);
+    Ok(Decompressed {
+        header,
+        parts: decoded,
+        whole,
+    })
+}
+
+/// What [`decompress_parts`] returns.
+struct Decompressed {
+    header: Header,
+    /// One output per part: empty for zeros and for the pieces of a stream in `whole`.
+    parts: Vec<Vec<u8>>,
+    /// Streams stored in several parts and decompressed into one buffer (else empty).
+    whole: [Vec<u8>; STREAMS],
 }
 
 /// Lower-case hex of `bytes`.

@@ -11,41 +11,55 @@ const MIN_PARALLEL_WEIGHT: usize = 256 << 10;
 /// state with `init` (a compressor, a decompressor). A thread stops at its first failure;
 /// the error returned is that of the lowest item among those that failed.
 pub(crate) fn two_lanes<T, S, R, E>(
-    items: &[T],
+    items: Vec<T>,
     weight: impl Fn(&T) -> usize,
     init: impl Fn() -> Result<S, E> + Sync,
-    work: impl Fn(&mut S, &T) -> Result<R, E> + Sync,
+    work: impl Fn(&mut S, T) -> Result<R, E> + Sync,
 ) -> Result<Vec<R>, E>
 where
-    T: Sync,
+    T: Send,
     R: Send,
     E: Send,
 {
     let total: usize = items.iter().map(&weight).sum();
-    if items.len() < 2 || total < MIN_PARALLEL_WEIGHT {
+    let n = items.len();
+    if n < 2 || total < MIN_PARALLEL_WEIGHT {
         let mut state = init()?;
-        return items.iter().map(|item| work(&mut state, item)).collect();
+        return items
+            .into_iter()
+            .map(|item| work(&mut state, item))
+            .collect();
     }
-    let mut order: Vec<usize> = (0..items.len()).collect();
+    let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(weight(&items[i])));
-    let mut lanes: [(usize, Vec<usize>); 2] = Default::default();
-    for i in order {
-        let lane = usize::from(lanes[0].0 > lanes[1].0);
-        lanes[lane].0 += weight(&items[i]);
-        lanes[lane].1.push(i);
+    let mut load = [0usize; 2];
+    let mut lane_of = vec![0usize; n];
+    for i in order.iter().copied() {
+        let lane = usize::from(load[0] > load[1]);
+        load[lane] += weight(&items[i]);
+        lane_of[i] = lane;
     }
+    let mut slots: Vec<Option<T>> = items.into_iter().map(Some).collect();
+    let mut lanes: [Vec<(usize, T)>; 2] = Default::default();
+    for i in order {
+        if let Some(item) = slots[i].take() {
+            lanes[lane_of[i]].push((i, item));
+        }
+    }
+    let [mine, theirs] = lanes;
     // Each lane stops at its first failure; the caller gets the failure of the lowest item.
-    let run = |ids: &[usize]| -> Vec<(usize, Result<R, E>)> {
-        let mut out = Vec::with_capacity(ids.len());
+    let run = |jobs: Vec<(usize, T)>| -> Vec<(usize, Result<R, E>)> {
+        let mut out = Vec::with_capacity(jobs.len());
+        let first = jobs.first().map_or(0, |j| j.0);
         let mut state = match init() {
             Ok(s) => s,
             Err(e) => {
-                out.push((ids.first().copied().unwrap_or(0), Err(e)));
+                out.push((first, Err(e)));
                 return out;
             }
         };
-        for &i in ids {
-            let r = work(&mut state, &items[i]);
+        for (i, item) in jobs {
+            let r = work(&mut state, item);
             let failed = r.is_err();
             out.push((i, r));
             if failed {
@@ -55,18 +69,18 @@ where
         out
     };
     let (a, b) = std::thread::scope(|scope| {
-        let other = scope.spawn(|| run(&lanes[1].1));
-        let mine = run(&lanes[0].1);
+        let other = scope.spawn(|| run(theirs));
+        let mine = run(mine);
         (mine, other.join().expect("worker thread panicked"))
     });
-    let mut slots: Vec<Option<Result<R, E>>> = (0..items.len()).map(|_| None).collect();
+    let mut results: Vec<Option<Result<R, E>>> = (0..n).map(|_| None).collect();
     for (i, r) in a.into_iter().chain(b) {
-        slots[i] = Some(r);
+        results[i] = Some(r);
     }
-    let mut out = Vec::with_capacity(items.len());
+    let mut out = Vec::with_capacity(n);
     let mut missing = false;
-    for slot in slots {
-        match slot {
+    for r in results {
+        match r {
             Some(Ok(r)) => out.push(r),
             Some(Err(e)) => return Err(e),
             // Skipped after a failure in the same lane; that failure comes later in item
@@ -121,14 +135,19 @@ mod tests {
     #[test]
     fn results_come_back_in_order_and_a_failure_is_returned() {
         let items: Vec<usize> = (0..40).map(|i| (i * 7919) % 1000 * 1000).collect();
-        let out = two_lanes(&items, |&w| w, || Ok::<_, String>(()), |_, &w| Ok(w + 1))
-            .expect("no failure");
+        let out = two_lanes(
+            items.clone(),
+            |&w| w,
+            || Ok::<_, String>(()),
+            |_, w| Ok(w + 1),
+        )
+        .expect("no failure");
         assert_eq!(out, items.iter().map(|w| w + 1).collect::<Vec<_>>());
         let err = two_lanes(
-            &items,
+            items,
             |&w| w,
             || Ok::<_, usize>(()),
-            |_, &w| if w % 3 == 0 { Err(w) } else { Ok(w) },
+            |_, w| if w % 3 == 0 { Err(w) } else { Ok(w) },
         )
         .expect_err("fails");
         assert_eq!(err % 3, 0, "the error is one an item returned");

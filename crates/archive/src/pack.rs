@@ -292,10 +292,10 @@ fn compress_parallel(
     inputs: &[(Role, &[u8])],
 ) -> Result<Vec<Block>, codec::CodecError> {
     crate::lanes::two_lanes(
-        inputs,
+        inputs.to_vec(),
         |(_, raw)| raw.len(),
         || BlockCompressor::new(spec),
-        |c, &(role, raw)| {
+        |c, (role, raw)| {
             let coded = if may_hold_text(role) {
                 crate::words::encode(raw)
             } else {

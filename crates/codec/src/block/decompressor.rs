@@ -154,6 +154,42 @@ impl BlockDecompressor {
         }
         Ok(())
     }
+
+    /// Decompresses `src` into exactly the whole of `dst`: zstd writes there directly, other
+    /// methods go through [`BlockDecompressor::decompress`] and a copy. Lets two threads fill
+    /// disjoint pieces of one buffer.
+    pub fn decompress_into(
+        &mut self,
+        method: Method,
+        src: &[u8],
+        dst: &mut [u8],
+    ) -> Result<(), CodecError> {
+        if method != Method::Zstd {
+            let mut out = Vec::new();
+            self.decompress(method, src, dst.len(), &mut out)?;
+            dst.copy_from_slice(&out);
+            return Ok(());
+        }
+        let expected = dst.len();
+        let mismatch = |actual| CodecError::SizeMismatch {
+            method,
+            expected,
+            actual,
+        };
+        if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(src) {
+            if size != expected as u64 {
+                return Err(mismatch(usize::try_from(size).unwrap_or(usize::MAX)));
+            }
+        }
+        let n = self
+            .zstd
+            .decompress_to_buffer(src, dst)
+            .map_err(lib_err(method))?;
+        if n != expected {
+            return Err(mismatch(n));
+        }
+        Ok(())
+    }
 }
 
 /// A single-stream decoder over a byte slice that leaves unconsumed input in `input`.

@@ -58,6 +58,22 @@ fn all_methods_round_trip() {
             dec.decompress(spec.method, &z, input.len(), &mut out)
                 .unwrap_or_else(|e| panic!("{spec} len {}: {e}", input.len()));
             assert_eq!(out, input, "{spec}");
+            // Into a slice of exactly the right size, and never into a wrong one.
+            let mut slot = vec![0xAAu8; input.len() + 1];
+            dec.decompress_into(spec.method, &z, &mut slot[..input.len()])
+                .unwrap_or_else(|e| panic!("{spec} into: {e}"));
+            assert_eq!(&slot[..input.len()], &input[..], "{spec} into");
+            assert!(
+                dec.decompress_into(spec.method, &z, &mut slot).is_err(),
+                "{spec} into a slice too long"
+            );
+            if !input.is_empty() {
+                assert!(
+                    dec.decompress_into(spec.method, &z, &mut slot[..input.len() - 1])
+                        .is_err(),
+                    "{spec} into a slice too short"
+                );
+            }
             // Wrong expected length is an error, never a silent truncation.
             assert!(
                 dec.decompress(spec.method, &z, input.len() + 1, &mut out)
