@@ -112,30 +112,14 @@ fn every_kind_of_file_round_trips() {
             );
         }
         // The prose rows' text was word-coded in at least one segment.
-        let coded = info["files"]
-            .as_array()
-            .expect("files")
-            .iter()
-            .filter(|f| {
-                f["parts"]
-                    .as_array()
-                    .is_some_and(|p| p.iter().any(|p| p["word_coded"] == true))
-            })
-            .count();
+        let coded = files_whose_parts(&info, |p| p.iter().any(|p| p["word_coded"] == true));
         assert!(coded > 0, "no segment had word-coded text: {info}");
         // In 16 MB segments the largest stream is cut into pieces for the second thread
         // (consecutive parts with the same role), and those come back like the others.
         if seg_mb == 16 {
-            let cut = info["files"]
-                .as_array()
-                .expect("files")
-                .iter()
-                .filter(|f| {
-                    f["parts"]
-                        .as_array()
-                        .is_some_and(|p| p.windows(2).any(|w| w[0]["role"] == w[1]["role"]))
-                })
-                .count();
+            let cut = files_whose_parts(&info, |p| {
+                p.windows(2).any(|w| w[0]["role"] == w[1]["role"])
+            });
             assert!(cut > 0, "no 16 MB segment had a stream in pieces: {info}");
         }
         // The live segment ends in zeros (or stale bytes), stored without compressing them.
@@ -144,16 +128,7 @@ fn every_kind_of_file_round_trips() {
             live_parts.iter().any(|r| r == "zeros" || r == "stale"),
             "{live_name}: {live_parts:?}"
         );
-        let with_zero_tail = info["files"]
-            .as_array()
-            .expect("files")
-            .iter()
-            .filter(|f| {
-                f["parts"]
-                    .as_array()
-                    .is_some_and(|p| p.iter().any(|p| p["role"] == "zeros"))
-            })
-            .count();
+        let with_zero_tail = files_whose_parts(&info, |p| p.iter().any(|p| p["role"] == "zeros"));
         assert!(
             with_zero_tail >= 2,
             "switched segments should have zero tails: {info}"
@@ -308,4 +283,17 @@ fn settings_and_usage(scratch: &Path, repo: &Path) {
         err.lines().count() == 1 && err.contains("regoin") && err.contains("pgcompress.toml"),
         "{err}"
     );
+}
+
+/// How many files of `archive info --json` output have parts that satisfy `pred`.
+fn files_whose_parts(
+    info: &serde_json::Value,
+    pred: impl Fn(&[serde_json::Value]) -> bool,
+) -> usize {
+    info["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .filter(|f| f["parts"].as_array().is_some_and(|p| pred(p)))
+        .count()
 }
