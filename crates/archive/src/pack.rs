@@ -50,6 +50,22 @@ pub struct Packed {
 /// else (history, backup, partial or unknown files, short or empty files) plain compression.
 /// The SHA-256 of `data` is computed on a second thread while the segment is taken apart.
 pub fn pack(name: &str, data: &[u8], spec: &Spec) -> Result<Packed, ArchiveError> {
+    let (candidate, sha256) = pack_records(name, data, spec)?;
+    if let Some(packed) = candidate {
+        if self_check(&packed.bytes, data).is_ok() {
+            return Ok(packed);
+        }
+    }
+    pack_fallback(name, data, sha256, spec)
+}
+
+/// The WAL records container of `data` if it is a whole segment, not yet checked (see
+/// [`self_check`]), and the SHA-256 of `data`, computed on a second thread meanwhile.
+pub(crate) fn pack_records(
+    name: &str,
+    data: &[u8],
+    spec: &Spec,
+) -> Result<(Option<Packed>, [u8; 32]), ArchiveError> {
     check_name(name).map_err(|reason| ArchiveError::InvalidName {
         name: name.into(),
         reason,
@@ -66,12 +82,21 @@ pub fn pack(name: &str, data: &[u8], spec: &Spec) -> Result<Packed, ArchiveError
         let split = records_split(data);
         (hasher.join().expect("hash thread panicked"), split)
     });
-    if let Some((info, split, zeros_from)) = split {
-        let packed = build_records(name, data, sha256, spec, info, split, zeros_from)?;
-        if self_check(&packed, data).is_ok() {
-            return Ok(packed);
-        }
-    }
+    let Some((info, split, zeros_from)) = split else {
+        return Ok((None, sha256));
+    };
+    let packed = build_records(name, data, sha256, spec, info, split, zeros_from)?;
+    Ok((Some(packed), sha256))
+}
+
+/// What [`pack`] falls back to when the records transform does not apply or does not check
+/// out: the WAL transform for a segment, else plain compression; checked.
+pub(crate) fn pack_fallback(
+    name: &str,
+    data: &[u8],
+    sha256: [u8; 32],
+    spec: &Spec,
+) -> Result<Packed, ArchiveError> {
     let mut compressor = BlockCompressor::new(spec).map_err(|source| ArchiveError::Codec {
         name: name.into(),
         source,
@@ -85,7 +110,7 @@ pub fn pack(name: &str, data: &[u8], spec: &Spec) -> Result<Packed, ArchiveError
             Transform::Wal(info),
             &layout,
         )?;
-        if self_check(&packed, data).is_ok() {
+        if self_check(&packed.bytes, data).is_ok() {
             return Ok(packed);
         }
     }
@@ -99,21 +124,21 @@ pub fn pack(name: &str, data: &[u8], spec: &Spec) -> Result<Packed, ArchiveError
         Transform::Plain,
         layout,
     )?;
-    self_check(&packed, data).map_err(|source| ArchiveError::SelfCheck {
+    self_check(&packed.bytes, data).map_err(|source| ArchiveError::SelfCheck {
         name: name.into(),
         source,
     })?;
     Ok(packed)
 }
 
-/// Decodes the container in memory and compares it with the original.
-fn self_check(packed: &Packed, data: &[u8]) -> Result<(), crate::error::ContainerError> {
+/// Decodes the container `bytes` in memory and compares the result with the original.
+pub(crate) fn self_check(bytes: &[u8], data: &[u8]) -> Result<(), crate::error::ContainerError> {
     // The header's SHA-256 is the original's (computed by the caller), so comparing the
     // decoded bytes with the original checks everything the hash would, and more cheaply.
-    let (_, decoded) = container::decode_unhashed(&packed.bytes)?;
+    let (header, decoded) = container::decode_unhashed(bytes)?;
     if decoded != data {
         return Err(crate::error::ContainerError::HashMismatch {
-            expected: container::hex(&packed.header.sha256),
+            expected: container::hex(&header.sha256),
             actual: "different bytes".into(),
         });
     }

@@ -249,3 +249,36 @@ fn locations() {
         );
     }
 }
+
+#[test]
+fn a_failed_check_publishes_nothing() {
+    use crate::repo::{LocalStore, Store};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = LocalStore::new(dir.path());
+    let refuse = |_: &[u8]| -> Result<(), ArchiveError> { Err(ArchiveError::Config("no".into())) };
+    assert!(matches!(
+        store.create_checked("k.pgcz", b"bytes", &refuse),
+        Err(ArchiveError::Config(_))
+    ));
+    assert!(!dir.path().join("k.pgcz").exists());
+    let left: Vec<_> = std::fs::read_dir(dir.path().join(crate::repo::local::TMP_DIR))
+        .expect("tmp dir")
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+    let accept = |_: &[u8]| -> Result<(), ArchiveError> { Ok(()) };
+    assert!(store
+        .create_checked("k.pgcz", b"bytes", &accept)
+        .expect("create"));
+    assert_eq!(
+        std::fs::read(dir.path().join("k.pgcz")).expect("read"),
+        b"bytes"
+    );
+    // The name is taken now: nothing is overwritten.
+    assert!(!store
+        .create_checked("k.pgcz", b"other", &accept)
+        .expect("second"));
+    assert_eq!(
+        std::fs::read(dir.path().join("k.pgcz")).expect("read"),
+        b"bytes"
+    );
+}

@@ -35,6 +35,35 @@ impl LocalStore {
     pub fn dir(&self) -> &Path {
         &self.dir
     }
+
+    /// The directory of temporary files, created if missing.
+    fn tmp_dir(&self) -> Result<PathBuf, ArchiveError> {
+        let tmp_dir = self.dir.join(TMP_DIR);
+        fs::create_dir_all(&tmp_dir).map_err(ArchiveError::io("creating", &tmp_dir))?;
+        Ok(tmp_dir)
+    }
+
+    /// Links the fsynced temporary file `tmp` to `key` unless the name is taken, removes
+    /// `tmp` and fsyncs the directory: `Ok(false)` when `key` already exists.
+    fn publish(&self, tmp_dir: &Path, tmp: &Path, key: &str) -> Result<bool, ArchiveError> {
+        let dest = self.dir.join(key);
+        let linked = fs::hard_link(tmp, &dest);
+        let _ = fs::remove_file(tmp);
+        match linked {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => return Ok(false),
+            Err(e) => {
+                return Err(ArchiveError::Io {
+                    what: format!("linking {} to", tmp.display()),
+                    path: dest,
+                    source: e,
+                })
+            }
+        }
+        sync_dir(&self.dir)?;
+        remove_stale_temps(tmp_dir);
+        Ok(true)
+    }
 }
 
 impl Store for LocalStore {
@@ -64,26 +93,31 @@ impl Store for LocalStore {
     }
 
     fn create(&self, key: &str, bytes: Vec<u8>) -> Result<bool, ArchiveError> {
-        let tmp_dir = self.dir.join(TMP_DIR);
-        fs::create_dir_all(&tmp_dir).map_err(ArchiveError::io("creating", &tmp_dir))?;
+        let tmp_dir = self.tmp_dir()?;
         let tmp = write_temp(&tmp_dir, key, &bytes)?;
-        let dest = self.dir.join(key);
-        let linked = fs::hard_link(&tmp, &dest);
-        let _ = fs::remove_file(&tmp);
-        match linked {
-            Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => return Ok(false),
-            Err(e) => {
-                return Err(ArchiveError::Io {
-                    what: format!("linking {} to", tmp.display()),
-                    path: dest,
-                    source: e,
-                })
-            }
+        self.publish(&tmp_dir, &tmp, key)
+    }
+
+    fn create_checked(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        check: &(dyn Fn(&[u8]) -> Result<(), ArchiveError> + Sync),
+    ) -> Result<bool, ArchiveError> {
+        let tmp_dir = self.tmp_dir()?;
+        // The fsync of the temporary file waits on the disk, not the CPU: the check runs
+        // meanwhile. The final name appears only after both.
+        let (written, checked) = std::thread::scope(|scope| {
+            let checker = scope.spawn(|| check(bytes));
+            let written = write_temp(&tmp_dir, key, bytes);
+            (written, checker.join().expect("check thread panicked"))
+        });
+        let tmp = written?;
+        if let Err(e) = checked {
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
         }
-        sync_dir(&self.dir)?;
-        remove_stale_temps(&tmp_dir);
-        Ok(true)
+        self.publish(&tmp_dir, &tmp, key)
     }
 
     fn settle(&self, key: &str) -> Result<(), ArchiveError> {

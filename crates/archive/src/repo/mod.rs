@@ -29,7 +29,7 @@ use sha2::{Digest, Sha256};
 
 use crate::container::{self, check_name, Header, MAX_HEADER_LEN};
 use crate::error::{ArchiveError, ContainerError};
-use crate::pack::pack;
+use crate::pack::{pack_fallback, pack_records, self_check};
 
 pub use local::LocalStore;
 pub use s3::{S3Options, S3Store};
@@ -131,6 +131,19 @@ pub trait Store: std::fmt::Debug {
     /// stored, `Ok(false)` when `key` already exists (nothing was written).
     fn create(&self, key: &str, bytes: Vec<u8>) -> Result<bool, ArchiveError>;
 
+    /// [`Store::create`] of `bytes` only if `check(bytes)` passes; a store may overlap the
+    /// check with its own work (writing and syncing a temporary file) as long as nothing is
+    /// published before the check has passed.
+    fn create_checked(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        check: &(dyn Fn(&[u8]) -> Result<(), ArchiveError> + Sync),
+    ) -> Result<bool, ArchiveError> {
+        check(bytes)?;
+        self.create(key, bytes.to_vec())
+    }
+
     /// Makes sure an object that an earlier push published is durable (a push may have
     /// crashed before its fsyncs).
     fn settle(&self, key: &str) -> Result<(), ArchiveError>;
@@ -187,11 +200,34 @@ impl Repository {
         if let Some(outcome) = self.compare_existing(name, &key, || Sha256::digest(&data).into())? {
             return Ok(outcome);
         }
-        let packed = pack(name, &data, spec)?;
-        drop(data);
-        let sha256 = packed.header.sha256;
-        if self.store.create(&key, packed.bytes)? {
-            return Ok(PushOutcome::Stored(packed.header));
+        // A WAL segment's container is written (and fsynced) while it is checked by decoding
+        // it; it is published only if the check passes. Anything else, or a container that
+        // fails the check, goes the checked fallback way.
+        let (candidate, sha256) = pack_records(name, &data, spec)?;
+        let mut published = None;
+        if let Some(packed) = candidate {
+            let check = |bytes: &[u8]| {
+                self_check(bytes, &data).map_err(|source| ArchiveError::SelfCheck {
+                    name: name.into(),
+                    source,
+                })
+            };
+            match self.store.create_checked(&key, &packed.bytes, &check) {
+                Ok(created) => published = Some((created, packed.header)),
+                Err(ArchiveError::SelfCheck { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let (created, header) = match published {
+            Some(p) => p,
+            None => {
+                let packed = pack_fallback(name, &data, sha256, spec)?;
+                drop(data);
+                (self.store.create(&key, packed.bytes)?, packed.header)
+            }
+        };
+        if created {
+            return Ok(PushOutcome::Stored(header));
         }
         // A concurrent push of the same name won the race.
         match self.compare_existing(name, &key, || sha256)? {
