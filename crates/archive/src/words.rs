@@ -17,39 +17,12 @@
 //! (the words in code order, each followed by a zero byte: one-byte codes first, then
 //! prefix 0 second byte 0..=255, prefix 1, ...); the coded body.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
-/// FNV-1a: words are short, and SipHash's resistance to chosen keys buys nothing here
-/// (a bad distribution only costs time, never correctness).
-#[derive(Default)]
-struct Fnv(u64);
-
-impl Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
-        for &b in bytes {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        self.0 = h;
-    }
-}
-
-type Map<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
-
 /// One-byte codes.
 const ONE: usize = 94;
 /// Prefixes of two-byte codes (each opens 256 codes).
 const PREFIXES: usize = 32;
+/// Most words a dictionary holds.
+const MAX_WORDS: usize = ONE + PREFIXES * 256;
 /// Code values taken from the byte alphabet: escape, capital marker, one-byte codes, prefixes.
 const RESERVED: usize = 2 + ONE + PREFIXES;
 /// Longest word coded (letters, without the trailing space).
@@ -58,243 +31,711 @@ const MAX_WORD: usize = 32;
 const SAMPLE_BLOCK: usize = 64 << 10;
 const SAMPLE_EVERY: usize = 4;
 /// Coding must save at least this share of the stream (in 1/1000) to be used.
-const MIN_GAIN_PERMILLE: usize = 60;
+const MIN_GAIN_PERMILLE: u64 = 60;
+/// Before that count, a stream of at least [`QUICK_MIN`] bytes is judged on [`QUICK_BLOCKS`]
+/// blocks of [`QUICK_BLOCK`] bytes spread over it, and declined at once when even that
+/// estimate's gain is below [`QUICK_GAIN_PERMILLE`]: a binary stream then costs a few hundred
+/// kilobytes of counting instead of a quarter of its length and a histogram of all of it.
+const QUICK_BLOCK: usize = 16 << 10;
+const QUICK_BLOCKS: usize = 16;
+const QUICK_MIN: usize = 4 * QUICK_BLOCK * QUICK_BLOCKS;
+const QUICK_GAIN_PERMILLE: u64 = MIN_GAIN_PERMILLE / 3;
 
-/// A token at `at`: a run of ASCII letters, with the space after it if there is one.
-/// Returns (letters, with_space) lengths; letters = 0 when `at` is not a letter.
-fn token(data: &[u8], at: usize) -> (usize, bool) {
-    let mut end = at;
-    while end < data.len() && data[end].is_ascii_alphabetic() {
-        end += 1;
+/// Multiplier of the word hash (2^64 / golden ratio); tables index by the product's top bits.
+const MUL: u64 = 0x9e37_79b9_7f4a_7c15;
+const LANES_20: u64 = 0x2020_2020_2020_2020;
+
+/// `n` (1..=8) bytes of `data` from `at`, little-endian, zero above them.
+#[inline]
+fn chunk(data: &[u8], at: usize, n: usize) -> u64 {
+    let mask = if n >= 8 {
+        u64::MAX
+    } else {
+        (1u64 << (8 * n)) - 1
+    };
+    match data.get(at..).and_then(<[u8]>::first_chunk::<8>) {
+        Some(b) => u64::from_le_bytes(*b) & mask,
+        None => {
+            let mut b = [0u8; 8];
+            b[..n].copy_from_slice(&data[at..at + n]);
+            u64::from_le_bytes(b)
+        }
     }
-    let n = end - at;
-    (n, n > 0 && end < data.len() && data[end] == b' ')
 }
 
-/// The lower-case form of a word that is all lower case or capitalised, into `buf`.
-fn lower_key<'a>(word: &[u8], buf: &'a mut [u8; MAX_WORD + 1]) -> Option<(&'a [u8], bool)> {
-    if word.len() < 2 || word.len() > MAX_WORD || word[1..].iter().any(u8::is_ascii_uppercase) {
-        return None;
+/// What identifies a word of `n` (1..=[`MAX_WORD`]) ASCII letters at `at`, first letter taken
+/// in lower case: its hash, its first eight bytes (the whole word when `n` <= 8) and whether a
+/// letter after the first is upper case (then it is never coded).
+struct Key {
+    hash: u64,
+    head: u64,
+    mixed: bool,
+}
+
+#[inline]
+fn key(data: &[u8], at: usize, n: usize) -> Key {
+    let m = n.min(8);
+    let raw = chunk(data, at, m);
+    let lanes = if m == 8 {
+        u64::MAX
+    } else {
+        (1u64 << (8 * m)) - 1
+    };
+    // A letter is upper case when its 0x20 bit is clear; the first letter does not count.
+    let mut upper = !raw & lanes & LANES_20 & !0xff;
+    let head = raw | 0x20;
+    let mut hash = (head ^ n as u64).wrapping_mul(MUL);
+    let mut o = 8;
+    while o < n {
+        let m = (n - o).min(8);
+        let c = chunk(data, at + o, m);
+        let lanes = if m == 8 {
+            u64::MAX
+        } else {
+            (1u64 << (8 * m)) - 1
+        };
+        upper |= !c & lanes & LANES_20;
+        hash = (hash.rotate_left(26) ^ c).wrapping_mul(MUL);
+        o += 8;
     }
-    buf[..word.len()].copy_from_slice(word);
-    let cap = word[0].is_ascii_uppercase();
-    buf[0] = buf[0].to_ascii_lowercase();
-    Some((&buf[..word.len()], cap))
+    Key {
+        hash,
+        head,
+        mixed: upper != 0,
+    }
+}
+
+/// Where the run of ASCII letters from `at` ends (at most `end`), eight bytes at a time.
+#[inline]
+fn letters_end(data: &[u8], mut at: usize, end: usize) -> usize {
+    while let Some(b) = data.get(at..end).and_then(<[u8]>::first_chunk::<8>) {
+        let others = not_letters(u64::from_le_bytes(*b));
+        if others != 0 {
+            return at + (others.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    while at < end && data[at].is_ascii_alphabetic() {
+        at += 1;
+    }
+    at
+}
+
+/// The top bit of each byte of `w` that is not an ASCII letter.
+#[inline]
+fn not_letters(w: u64) -> u64 {
+    const TOP: u64 = 0x8080_8080_8080_8080;
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    // Lower case (for letters), then each byte's low seven bits checked against 'a'..='z'
+    // without carries between bytes; a byte with its top bit set is never a letter.
+    let y = w | LANES_20;
+    let a = y & LOW7;
+    let at_least_a = (a | TOP) - 0x6161_6161_6161_6161;
+    let at_most_z = 0xfafa_fafa_fafa_fafa - a;
+    !(at_least_a & at_most_z & !y) & TOP
+}
+
+/// One counted word: where it first occurs, its length, and how often it was seen without
+/// and with a space after it. `len` 0 marks a free slot.
+#[derive(Clone, Copy, Default)]
+struct CountSlot {
+    head: u64,
+    at: u32,
+    len: u32,
+    seen: [u32; 2],
+}
+
+/// Open addressing from a word to its counts. Keys are not copied: a slot points at the
+/// word's first occurrence in the data.
+struct Counts {
+    slots: Vec<CountSlot>,
+    used: usize,
+    shift: u32,
+}
+
+impl Counts {
+    fn new() -> Counts {
+        Counts {
+            slots: vec![CountSlot::default(); 1 << 12],
+            used: 0,
+            shift: 64 - 12,
+        }
+    }
+
+    fn add(&mut self, data: &[u8], at: usize, n: usize, k: &Key, space: bool) {
+        let mask = self.slots.len() - 1;
+        let mut i = (k.hash >> self.shift) as usize;
+        loop {
+            let s = &mut self.slots[i];
+            if s.len == 0 {
+                *s = CountSlot {
+                    head: k.head,
+                    at: at as u32,
+                    len: n as u32,
+                    seen: [0; 2],
+                };
+                s.seen[usize::from(space)] = 1;
+                self.used += 1;
+                if self.used * 2 > self.slots.len() {
+                    self.grow(data);
+                }
+                return;
+            }
+            if s.head == k.head
+                && s.len as usize == n
+                && (n <= 8 || data[s.at as usize + 8..s.at as usize + n] == data[at + 8..at + n])
+            {
+                s.seen[usize::from(space)] += 1;
+                return;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    fn grow(&mut self, data: &[u8]) {
+        let old = std::mem::take(&mut self.slots);
+        self.slots = vec![CountSlot::default(); old.len() * 2];
+        self.shift -= 1;
+        let mask = self.slots.len() - 1;
+        for s in old.into_iter().filter(|s| s.len != 0) {
+            let h = key(data, s.at as usize, s.len as usize).hash;
+            let mut i = (h >> self.shift) as usize;
+            while self.slots[i].len != 0 {
+                i = (i + 1) & mask;
+            }
+            self.slots[i] = s;
+        }
+    }
+
+    /// Counts the words of `data[start..end]` (words cut by `end` count as they are there).
+    fn scan(&mut self, data: &[u8], start: usize, end: usize) {
+        let mut i = start;
+        while i < end {
+            if !data[i].is_ascii_alphabetic() {
+                i += 1;
+                continue;
+            }
+            let e = letters_end(data, i, end);
+            let n = e - i;
+            let space = e < end && data[e] == b' ';
+            if (2..=MAX_WORD).contains(&n) {
+                let k = key(data, i, n);
+                if !k.mixed {
+                    self.add(data, i, n, &k, space);
+                }
+            }
+            i = e + usize::from(space);
+        }
+    }
+
+    /// The words seen at least twice (with their space as another word), ranked by the
+    /// letters they would save, most first (ties: byte order), at most [`MAX_WORDS`].
+    fn ranked(&self, data: &[u8]) -> Vec<Word> {
+        let mut words = Vec::new();
+        for s in self.slots.iter().filter(|s| s.len != 0) {
+            for space in [false, true] {
+                let count = s.seen[usize::from(space)];
+                if count < 2 {
+                    continue;
+                }
+                let n = s.len as usize;
+                let mut text = [0u8; MAX_WORD + 1];
+                text[..n].copy_from_slice(&data[s.at as usize..s.at as usize + n]);
+                text[0] |= 0x20;
+                let len = if space {
+                    text[n] = b' ';
+                    n + 1
+                } else {
+                    n
+                };
+                words.push(Word {
+                    text,
+                    len: len as u8,
+                    count,
+                });
+            }
+        }
+        let order = |a: &Word, b: &Word| b.weight().cmp(&a.weight()).then(a.bytes().cmp(b.bytes()));
+        if words.len() > MAX_WORDS {
+            words.select_nth_unstable_by(MAX_WORDS - 1, order);
+            words.truncate(MAX_WORDS);
+        }
+        words.sort_unstable_by(order);
+        words
+    }
+}
+
+/// A dictionary candidate: lower-case letters, maybe with a space, and its sampled count.
+struct Word {
+    text: [u8; MAX_WORD + 1],
+    len: u8,
+    count: u32,
+}
+
+impl Word {
+    fn bytes(&self) -> &[u8] {
+        &self.text[..usize::from(self.len)]
+    }
+
+    fn weight(&self) -> u64 {
+        u64::from(self.count) * (u64::from(self.len) - 1)
+    }
+}
+
+/// Byte counts of `data`, in four interleaved tables so that runs of one byte value do not
+/// wait on one counter.
+fn histogram(data: &[u8], hist: &mut [u64; 256]) {
+    let mut lanes = [[0u32; 256]; 4];
+    // u32 counters: flushed well before they could overflow.
+    for part in data.chunks(1 << 30) {
+        let mut quads = part.chunks_exact(4);
+        for q in &mut quads {
+            lanes[0][usize::from(q[0])] += 1;
+            lanes[1][usize::from(q[1])] += 1;
+            lanes[2][usize::from(q[2])] += 1;
+            lanes[3][usize::from(q[3])] += 1;
+        }
+        for &b in quads.remainder() {
+            lanes[0][usize::from(b)] += 1;
+        }
+        for lane in &mut lanes {
+            for (h, c) in hist.iter_mut().zip(lane.iter_mut()) {
+                *h += u64::from(*c);
+                *c = 0;
+            }
+        }
+    }
+}
+
+/// What coding a stream would gain: the dictionary, the code values, and the estimated
+/// saving and cost (escapes and dictionary) in bytes over the whole stream.
+struct Plan {
+    ranked: Vec<Word>,
+    reserved: [u8; RESERVED],
+    dict_len: usize,
+    saving: u64,
+    cost: u64,
+}
+
+impl Plan {
+    /// Counts words in `blocks` (ranges of `data`) and scales the saving from their total
+    /// length `sampled` to `data`'s. `hist` is the byte histogram of `hist_of` bytes.
+    fn new(
+        data: &[u8],
+        blocks: impl Iterator<Item = (usize, usize)>,
+        hist: &[u64; 256],
+        hist_of: usize,
+    ) -> Plan {
+        let mut counts = Counts::new();
+        let mut sampled = 0u64;
+        for (start, end) in blocks {
+            counts.scan(data, start, end);
+            sampled += (end - start) as u64;
+        }
+        let ranked = counts.ranked(data);
+        let mut order: [u8; 256] = std::array::from_fn(|b| b as u8);
+        order.sort_unstable_by_key(|&b| (hist[usize::from(b)], b));
+        let mut reserved = [0u8; RESERVED];
+        reserved.copy_from_slice(&order[..RESERVED]);
+        let escapes: u64 = reserved.iter().map(|&b| hist[usize::from(b)]).sum();
+        let escapes = escapes * data.len() as u64 / (hist_of as u64).max(1);
+        let saving_sample: u64 = ranked
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                let code = if i < ONE { 1 } else { 2 };
+                u64::from(w.count) * u64::from(w.len).saturating_sub(code)
+            })
+            .sum();
+        let saving = saving_sample * data.len() as u64 / sampled.max(1);
+        let dict_len: usize = ranked.iter().map(|w| usize::from(w.len) + 1).sum();
+        Plan {
+            ranked,
+            reserved,
+            dict_len,
+            saving,
+            cost: escapes + dict_len as u64,
+        }
+    }
+
+    /// Whether the estimated gain is at least `permille` of the stream.
+    fn gains(&self, len: usize, permille: u64) -> bool {
+        self.saving > self.cost && (self.saving - self.cost) * 1000 >= len as u64 * permille
+    }
+}
+
+/// A word's codes (code bytes, and their number in the last byte; 0 for none) without and
+/// with the space after it. `len` 0 marks a free slot.
+#[derive(Clone, Copy, Default)]
+struct DictSlot {
+    head: u64,
+    len: u32,
+    word: u32,
+    codes: [[u8; 3]; 2],
+}
+
+/// Open addressing from a word's letters to its codes: the dictionary is at most a few
+/// thousand short words, so this stays in cache.
+struct Dict<'a> {
+    slots: Vec<DictSlot>,
+    words: Vec<&'a [u8]>,
+    shift: u32,
+}
+
+impl<'a> Dict<'a> {
+    fn new(n: usize) -> Dict<'a> {
+        let size = (n * 4).next_power_of_two().max(64);
+        Dict {
+            slots: vec![DictSlot::default(); size],
+            words: Vec::with_capacity(n),
+            shift: 64 - size.trailing_zeros(),
+        }
+    }
+
+    /// Gives `word` (lower-case letters, then maybe a space) `code`.
+    fn insert(&mut self, word: &'a [u8], code: [u8; 3]) {
+        let space = word.last() == Some(&b' ');
+        let letters = &word[..word.len() - usize::from(space)];
+        let k = key(letters, 0, letters.len());
+        let mask = self.slots.len() - 1;
+        let mut i = (k.hash >> self.shift) as usize;
+        loop {
+            let s = &mut self.slots[i];
+            if s.len == 0 {
+                *s = DictSlot {
+                    head: k.head,
+                    len: letters.len() as u32,
+                    word: self.words.len() as u32,
+                    codes: [[0; 3]; 2],
+                };
+                s.codes[usize::from(space)] = code;
+                self.words.push(letters);
+                return;
+            }
+            if s.head == k.head && self.words[s.word as usize] == letters {
+                s.codes[usize::from(space)] = code;
+                return;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// The codes of the `n` letters at `at` (not mixed case), whose key is `k`.
+    fn get(&self, data: &[u8], at: usize, n: usize, k: &Key) -> Option<&[[u8; 3]; 2]> {
+        let mask = self.slots.len() - 1;
+        let mut i = (k.hash >> self.shift) as usize;
+        loop {
+            let s = &self.slots[i];
+            if s.len == 0 {
+                return None;
+            }
+            if s.head == k.head
+                && s.len as usize == n
+                && (n <= 8 || self.words[s.word as usize][8..] == data[at + 8..at + n])
+            {
+                return Some(&s.codes);
+            }
+            i = (i + 1) & mask;
+        }
+    }
 }
 
 /// Word-codes `data`, or `None` when that would not make it clearly smaller.
 pub fn encode(data: &[u8]) -> Option<Vec<u8>> {
-    if data.len() < 4096 {
+    // Word positions are kept as u32; no WAL stream comes near that.
+    if data.len() < 4096 || u32::try_from(data.len()).is_err() {
         return None;
     }
-    // Count words (with their space) on a sample.
-    let mut counts: Map<Vec<u8>, u32> = Map::default();
-    let mut buf = [0u8; MAX_WORD + 1];
-    for block in data.chunks(SAMPLE_BLOCK).step_by(SAMPLE_EVERY) {
-        let mut i = 0;
-        while i < block.len() {
-            let (n, space) = token(block, i);
-            if n == 0 {
-                i += 1;
-                continue;
-            }
-            if let Some((key, _)) = lower_key(&block[i..i + n], &mut buf) {
-                let len = key.len();
-                let mut k = [0u8; MAX_WORD + 1];
-                k[..len].copy_from_slice(key);
-                let klen = if space {
-                    k[len] = b' ';
-                    len + 1
-                } else {
-                    len
-                };
-                match counts.get_mut(&k[..klen]) {
-                    Some(c) => *c += 1,
-                    None => {
-                        counts.insert(k[..klen].to_vec(), 1);
-                    }
-                }
-            }
-            i += n + usize::from(space);
+    if data.len() >= QUICK_MIN {
+        let step = (data.len() - QUICK_BLOCK) / (QUICK_BLOCKS - 1);
+        let blocks = (0..QUICK_BLOCKS).map(|i| (i * step, i * step + QUICK_BLOCK));
+        let mut hist = [0u64; 256];
+        for (start, end) in blocks.clone() {
+            histogram(&data[start..end], &mut hist);
+        }
+        let quick = Plan::new(data, blocks, &hist, QUICK_BLOCK * QUICK_BLOCKS);
+        if !quick.gains(data.len(), QUICK_GAIN_PERMILLE) {
+            return None;
         }
     }
-    let mut ranked: Vec<(Vec<u8>, u32)> = counts.into_iter().filter(|(_, c)| *c >= 2).collect();
-    ranked.sort_unstable_by(|a, b| {
-        let wa = u64::from(a.1) * (a.0.len() as u64 - 1);
-        let wb = u64::from(b.1) * (b.0.len() as u64 - 1);
-        wb.cmp(&wa).then_with(|| a.0.cmp(&b.0))
-    });
-    ranked.truncate(ONE + PREFIXES * 256);
-
-    // Code values: the bytes the stream uses least.
+    // Count words (with their space) on a sample; code values are the bytes the stream uses
+    // least.
     let mut hist = [0u64; 256];
-    for &b in data {
-        hist[usize::from(b)] += 1;
-    }
-    let mut order: Vec<u8> = (0..=255u8).collect();
-    order.sort_by_key(|&b| (hist[usize::from(b)], b));
-    let reserved = &order[..RESERVED];
-    let escapes: u64 = reserved.iter().map(|&b| hist[usize::from(b)]).sum();
-
-    // Estimated saving, scaled from the sample to the whole stream.
-    let sampled: u64 = data
-        .chunks(SAMPLE_BLOCK)
-        .step_by(SAMPLE_EVERY)
-        .map(|b| b.len() as u64)
-        .sum();
-    let saving_sample: u64 = ranked
-        .iter()
-        .enumerate()
-        .map(|(i, (w, c))| {
-            let code = if i < ONE { 1 } else { 2 };
-            u64::from(*c) * (w.len() as u64).saturating_sub(code)
-        })
-        .sum();
-    let saving = saving_sample * data.len() as u64 / sampled.max(1);
-    let dict_len: usize = ranked.iter().map(|(w, _)| w.len() + 1).sum();
-    let cost = escapes + dict_len as u64;
-    if saving <= cost || (saving - cost) * 1000 < (data.len() * MIN_GAIN_PERMILLE) as u64 {
+    histogram(data, &mut hist);
+    let blocks = (0..data.len())
+        .step_by(SAMPLE_BLOCK * SAMPLE_EVERY)
+        .map(|start| (start, (start + SAMPLE_BLOCK).min(data.len())));
+    let plan = Plan::new(data, blocks, &hist, data.len());
+    if !plan.gains(data.len(), MIN_GAIN_PERMILLE) {
         return None;
     }
+    Some(code(data, &plan))
+}
 
+/// The coded form of `data` under `plan`.
+fn code(data: &[u8], plan: &Plan) -> Vec<u8> {
+    let reserved = &plan.reserved;
     let escape = reserved[0];
     let capital = reserved[1];
     let ones = &reserved[2..2 + ONE];
     let prefixes = &reserved[2 + ONE..];
-    let mut is_reserved = [false; 256];
-    for &b in reserved {
-        is_reserved[usize::from(b)] = true;
-    }
-    let mut table = Table::new(ranked.len());
-    for (i, (w, _)) in ranked.iter().enumerate() {
+    let mut dict = Dict::new(plan.ranked.len());
+    for (i, w) in plan.ranked.iter().enumerate() {
         let code = if i < ONE {
             [ones[i], 0, 1]
         } else {
             let j = i - ONE;
             [prefixes[j / 256], (j % 256) as u8, 2]
         };
-        table.insert(w, code);
+        dict.insert(w.bytes(), code);
     }
+    // Byte classes: 1 a letter, 2 a code value (copied behind an escape), 3 both.
+    const LETTER: u8 = 1;
+    const CODE_VALUE: u8 = 2;
+    let mut class = [0u8; 256];
+    for b in (b'A'..=b'Z').chain(b'a'..=b'z') {
+        class[usize::from(b)] = LETTER;
+    }
+    for &b in reserved {
+        class[usize::from(b)] |= CODE_VALUE;
+    }
+    let letter_is_code = reserved.iter().any(u8::is_ascii_alphabetic);
 
-    let mut out = Vec::with_capacity(data.len() / 2 + dict_len + 64);
-    out.extend_from_slice(&(data.len() as u64).to_le_bytes());
-    out.push(escape);
-    out.push(capital);
-    out.push(ONE as u8);
-    out.extend_from_slice(ones);
-    out.push(PREFIXES as u8);
-    out.extend_from_slice(prefixes);
-    out.extend_from_slice(&(dict_len as u32).to_le_bytes());
-    for (w, _) in &ranked {
-        out.extend_from_slice(w);
-        out.push(0);
+    let mut head = Vec::with_capacity(RESERVED + plan.dict_len + 64);
+    head.extend_from_slice(&(data.len() as u64).to_le_bytes());
+    head.push(escape);
+    head.push(capital);
+    head.push(ONE as u8);
+    head.extend_from_slice(ones);
+    head.push(PREFIXES as u8);
+    head.extend_from_slice(prefixes);
+    head.extend_from_slice(&(plan.dict_len as u32).to_le_bytes());
+    for w in &plan.ranked {
+        head.extend_from_slice(w.bytes());
+        head.push(0);
     }
-    let literal = |out: &mut Vec<u8>, bytes: &[u8]| {
-        for &b in bytes {
-            if is_reserved[usize::from(b)] {
-                out.push(escape);
-            }
-            out.push(b);
-        }
-    };
+    let at = head.len();
+    // Text codes to well under its length; room for all of it saves growing in most cases.
+    head.resize(at + data.len() + 64, 0);
+    let mut out = Out { buf: head, at };
+    // Bytes from `copied` to `i` go out as they are, when something else has to be written.
+    let mut copied = 0;
     let mut i = 0;
     while i < data.len() {
-        let (n, space) = token(data, i);
-        if n == 0 {
-            literal(&mut out, &data[i..i + 1]);
+        let b = data[i];
+        let c = class[usize::from(b)];
+        if c == 0 {
             i += 1;
             continue;
         }
-        let word = &data[i..i + n];
-        let mut coded = false;
-        if let Some((key, cap)) = lower_key(word, &mut buf) {
-            let len = key.len();
-            let h = fnv(key);
-            let hit = if space {
-                table
-                    .get(fnv_more(h, b' '), key, true)
-                    .map(|c| (c, len + 1))
+        // Room for the bytes before this one and what it becomes (at most three bytes).
+        out.room(i - copied + 16 + 3);
+        if c == CODE_VALUE {
+            out.copy(data, copied, i);
+            out.byte(escape);
+            out.byte(b);
+            i += 1;
+            copied = i;
+            continue;
+        }
+        let end = letters_end(data, i, data.len());
+        let n = end - i;
+        if (2..=MAX_WORD).contains(&n) {
+            let k = key(data, i, n);
+            if let Some(codes) = (!k.mixed).then(|| dict.get(data, i, n, &k)).flatten() {
+                let space = data.get(end) == Some(&b' ');
+                let hit = if space && codes[1][2] != 0 {
+                    Some((codes[1], n + 1))
+                } else if codes[0][2] != 0 {
+                    Some((codes[0], n))
+                } else {
+                    None
+                };
+                if let Some((code, used)) = hit {
+                    out.copy(data, copied, i);
+                    if b.is_ascii_uppercase() {
+                        out.byte(capital);
+                    }
+                    out.code(code);
+                    i += used;
+                    copied = i;
+                    continue;
+                }
+            }
+        }
+        // Not coded: the letters are copied, behind escapes where they are code values.
+        if letter_is_code
+            && data[i..end]
+                .iter()
+                .any(|&b| class[usize::from(b)] & CODE_VALUE != 0)
+        {
+            out.copy(data, copied, i);
+            out.room(2 * n);
+            for &b in &data[i..end] {
+                if class[usize::from(b)] & CODE_VALUE != 0 {
+                    out.byte(escape);
+                }
+                out.byte(b);
+            }
+            copied = end;
+        }
+        i = end;
+    }
+    out.room(data.len() - copied + 16);
+    out.copy(data, copied, data.len());
+    out.buf.truncate(out.at);
+    out.buf
+}
+
+/// Output written by position into a buffer kept longer than what is written, so that
+/// short pieces can go out as fixed-size copies.
+struct Out {
+    buf: Vec<u8>,
+    at: usize,
+}
+
+impl Out {
+    /// Makes room for `n` more bytes.
+    #[inline]
+    fn room(&mut self, n: usize) {
+        if self.buf.len() - self.at < n {
+            let len = (self.buf.len() * 2).max(self.at + n);
+            self.buf.resize(len, 0);
+        }
+    }
+
+    /// Writes `data[from..to]`; needs room for 16 more bytes than that.
+    #[inline]
+    fn copy(&mut self, data: &[u8], from: usize, to: usize) {
+        let n = to - from;
+        match (
+            data.get(from..from + 16),
+            self.buf.get_mut(self.at..self.at + 16),
+        ) {
+            (Some(src), Some(dst)) if n <= 16 => dst.copy_from_slice(src),
+            _ => self.buf[self.at..self.at + n].copy_from_slice(&data[from..to]),
+        }
+        self.at += n;
+    }
+
+    #[inline]
+    fn byte(&mut self, b: u8) {
+        self.buf[self.at] = b;
+        self.at += 1;
+    }
+
+    /// Writes a code (its bytes, then their number); needs room for two bytes.
+    #[inline]
+    fn code(&mut self, code: [u8; 3]) {
+        self.buf[self.at] = code[0];
+        self.buf[self.at + 1] = code[1];
+        self.at += usize::from(code[2]);
+    }
+}
+
+const LIT: u8 = 0;
+const ESC: u8 = 1;
+const CAP: u8 = 2;
+const ONE_CODE: u8 = 3;
+const PREFIX: u8 = 4;
+
+/// What the header of a coded stream says.
+struct Header<'a> {
+    len: usize,
+    /// What each byte value is in the body.
+    kind: [u8; 256],
+    /// For a one-byte code, its word; for a prefix, the word of its second byte 0.
+    first: [usize; 256],
+    dict: &'a [u8],
+    /// Each word as (start, length) in `dict`.
+    words: Vec<(usize, usize)>,
+}
+
+impl Header<'_> {
+    fn too_long(&self) -> String {
+        format!("decodes to more than {} bytes", self.len)
+    }
+
+    /// Decodes the symbol at `body[i]` into `out` at `o` (below `self.len`, bounded by
+    /// `self.len`): the new `i` and `o`.
+    fn step(
+        &self,
+        body: &[u8],
+        mut i: usize,
+        out: &mut [u8],
+        o: usize,
+    ) -> Result<(usize, usize), String> {
+        let kind = &self.kind;
+        let b = body[i];
+        i += 1;
+        let k = kind[usize::from(b)];
+        if k == LIT || k == ESC {
+            let b = if k == ESC {
+                let &next = body.get(i).ok_or("escape at the end")?;
+                i += 1;
+                next
             } else {
-                None
+                b
+            };
+            if o >= self.len {
+                return Err(self.too_long());
             }
-            .or_else(|| table.get(h, key, false).map(|c| (c, len)));
-            if let Some((code, used)) = hit {
-                if cap {
-                    out.push(capital);
-                }
-                out.extend_from_slice(&code[..usize::from(code[2])]);
-                i += used;
-                coded = true;
+            out[o] = b;
+            return Ok((i, o + 1));
+        }
+        let cap = k == CAP;
+        let (k, b) = if cap {
+            let &next = body.get(i).ok_or("capital marker at the end")?;
+            i += 1;
+            (kind[usize::from(next)], next)
+        } else {
+            (k, b)
+        };
+        let w = match k {
+            ONE_CODE => self.first[usize::from(b)],
+            PREFIX => {
+                let &second = body.get(i).ok_or("two-byte code cut short")?;
+                i += 1;
+                self.first[usize::from(b)] + usize::from(second)
             }
+            _ => return Err("capital marker not followed by a word".into()),
+        };
+        let &(at, n) = self
+            .words
+            .get(w)
+            .ok_or_else(|| format!("code for word {w}, the dictionary has {}", self.words.len()))?;
+        if n > self.len - o {
+            return Err(self.too_long());
         }
-        if !coded {
-            literal(&mut out, word);
-            i += n;
-        }
-    }
-    Some(out)
-}
-
-fn fnv(bytes: &[u8]) -> u64 {
-    bytes
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325, |h, &b| fnv_more(h, b))
-}
-
-fn fnv_more(h: u64, b: u8) -> u64 {
-    (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-}
-
-/// Open addressing from a word's FNV hash to its code (two code bytes and the code length):
-/// the dictionary is at most a few thousand short words, so this stays in cache.
-struct Table<'a> {
-    slots: Vec<(u64, u32)>,
-    words: Vec<(&'a [u8], [u8; 3])>,
-    mask: usize,
-}
-
-impl<'a> Table<'a> {
-    fn new(n: usize) -> Table<'a> {
-        let size = (n * 4).next_power_of_two().max(64);
-        Table {
-            slots: vec![(0, u32::MAX); size],
-            words: Vec::with_capacity(n),
-            mask: size - 1,
-        }
-    }
-
-    fn insert(&mut self, word: &'a [u8], code: [u8; 3]) {
-        let h = fnv(word);
-        let mut at = h as usize & self.mask;
-        while self.slots[at].1 != u32::MAX {
-            at = (at + 1) & self.mask;
-        }
-        self.slots[at] = (h, self.words.len() as u32);
-        self.words.push((word, code));
-    }
-
-    /// The code of `letters` (plus a space when `space`), whose hash is `h`.
-    fn get(&self, h: u64, letters: &[u8], space: bool) -> Option<[u8; 3]> {
-        let mut at = h as usize & self.mask;
-        loop {
-            let (sh, idx) = self.slots[at];
-            if idx == u32::MAX {
-                return None;
+        out[o..o + n].copy_from_slice(&self.dict[at..at + n]);
+        if cap {
+            if n == 0 {
+                return Err("capital marker on an empty word".into());
             }
-            if sh == h {
-                let (w, code) = self.words[idx as usize];
-                let n = letters.len();
-                if w.len() == n + usize::from(space)
-                    && &w[..n] == letters
-                    && (!space || w[n] == b' ')
-                {
-                    return Some(code);
-                }
-            }
-            at = (at + 1) & self.mask;
+            out[o].make_ascii_uppercase();
         }
+        Ok((i, o + n))
     }
 }
+
+/// A symbol of the body as the fast loop of [`decode`] sees it: `len` bytes from `src` in
+/// its source buffer, the first upper-cased when `upper` is 0x20.
+/// `slow` sends the symbol to [`Header::step`] (long words, errors, a capitalised two-byte
+/// code).
+#[derive(Clone, Copy)]
+struct Sym {
+    src: u32,
+    len: u8,
+    upper: u8,
+    slow: bool,
+}
+
+const SLOW: Sym = Sym {
+    src: 0,
+    len: 0,
+    upper: 0,
+    slow: true,
+};
 
 /// Reverses [`encode`]. `max_len` caps the decoded length the header may claim.
 pub fn decode(coded: &[u8], max_len: usize) -> Result<Vec<u8>, String> {
@@ -306,13 +747,8 @@ pub fn decode(coded: &[u8], max_len: usize) -> Result<Vec<u8>, String> {
             "decoded length {len} is above the {max_len}-byte limit"
         ));
     }
-    const LIT: u8 = 0;
-    const ESC: u8 = 1;
-    const CAP: u8 = 2;
-    const ONE_CODE: u8 = 3;
-    const PREFIX: u8 = 4;
     let mut kind = [LIT; 256];
-    let mut index = [0u16; 256];
+    let mut first = [0usize; 256];
     let escape = r.u8()?;
     let capital = r.u8()?;
     if escape == capital {
@@ -326,94 +762,127 @@ pub fn decode(coded: &[u8], max_len: usize) -> Result<Vec<u8>, String> {
             return Err(format!("code byte {b:#04x} given twice"));
         }
         kind[usize::from(b)] = ONE_CODE;
-        index[usize::from(b)] = i as u16;
+        first[usize::from(b)] = i;
     }
     let n2 = usize::from(r.u8()?);
-    for (i, &b) in r.take(n2)?.iter().enumerate() {
+    let prefixes = r.take(n2)?;
+    for (i, &b) in prefixes.iter().enumerate() {
         if kind[usize::from(b)] != LIT {
             return Err(format!("prefix byte {b:#04x} given twice"));
         }
         kind[usize::from(b)] = PREFIX;
-        index[usize::from(b)] = i as u16;
+        first[usize::from(b)] = n1 + i * 256;
     }
     let dict_len = u32::from_le_bytes(r.take(4)?.try_into().map_err(|_| "dictionary")?);
     let dict = r.take(dict_len as usize)?;
-    let words: Vec<&[u8]> = if dict.is_empty() {
-        Vec::new()
-    } else {
-        if dict.last() != Some(&0) {
-            return Err("dictionary does not end with a zero byte".into());
-        }
-        dict[..dict.len() - 1].split(|&b| b == 0).collect()
-    };
-    if words.len() > n1 + n2 * 256 {
-        return Err(format!("{} words for {} codes", words.len(), n1 + n2 * 256));
+    if dict.last().is_some_and(|&b| b != 0) {
+        return Err("dictionary does not end with a zero byte".into());
     }
-    let mut out = Vec::with_capacity(len);
+    let count = dict.iter().filter(|&&b| b == 0).count();
+    if count > n1 + n2 * 256 {
+        return Err(format!("{count} words for {} codes", n1 + n2 * 256));
+    }
+    let mut words = Vec::with_capacity(count);
+    let mut start = 0;
+    for (i, &b) in dict.iter().enumerate() {
+        if b == 0 {
+            words.push((start, i - start));
+            start = i + 1;
+        }
+    }
+    let h = Header {
+        len,
+        kind,
+        first,
+        dict,
+        words,
+    };
     let body = &coded[r.at..];
+    // 16 bytes more than the output, for the fixed-size copies of the fast loop.
+    let mut out = vec![0u8; len + 16];
+    let mut o = 0;
     let mut i = 0;
-    let word_at = |w: usize| -> Result<&[u8], String> {
-        words
-            .get(w)
-            .copied()
-            .ok_or_else(|| format!("code for word {w}, the dictionary has {}", words.len()))
-    };
+    // The fast loop needs tables of 256 entries for each prefix (and the escape and the
+    // capital marker): only worth building for a body several times that long.
+    let src_len = dict.len() + 256 + 16;
+    if body.len() >= (n2 + 3) * 64 && u32::try_from(src_len).is_ok() {
+        // Source buffer: the dictionary, then each byte value once (for literals and
+        // escaped bytes), then room for a 16-byte copy from anywhere.
+        let mut src = Vec::with_capacity(src_len);
+        src.extend_from_slice(dict);
+        let bytes_at = src.len();
+        src.extend(0..=255u8);
+        src.resize(src_len, 0);
+        let word = |w: usize, upper: u8| match h.words.get(w) {
+            Some(&(at, n)) if n <= 16 && (upper == 0 || n > 0) => Sym {
+                src: at as u32,
+                len: n as u8,
+                upper,
+                slow: false,
+            },
+            _ => SLOW,
+        };
+        let byte = |b: usize| Sym {
+            src: (bytes_at + b) as u32,
+            len: 1,
+            upper: 0,
+            slow: false,
+        };
+        // The symbol starting with bytes b0, b1 is syms[base[b0] + (b1 & mask[b0])].
+        let mut syms = Vec::with_capacity(256 * (n2 + 3));
+        let mut base = [0usize; 256];
+        let mut mask = [0u8; 256];
+        for b in 0..256 {
+            base[b] = b;
+            syms.push(match kind[b] {
+                LIT => byte(b),
+                ONE_CODE => word(first[b], 0),
+                _ => SLOW,
+            });
+        }
+        let mut row = |b: u8, syms: &mut Vec<Sym>, f: &dyn Fn(usize) -> Sym| {
+            base[usize::from(b)] = syms.len();
+            mask[usize::from(b)] = 0xff;
+            syms.extend((0..256).map(f));
+        };
+        row(escape, &mut syms, &byte);
+        row(capital, &mut syms, &|b1| match kind[b1] {
+            ONE_CODE => word(first[b1], 0x20),
+            _ => SLOW,
+        });
+        for &p in prefixes {
+            let w0 = first[usize::from(p)];
+            row(p, &mut syms, &|b1| word(w0 + b1, 0));
+        }
+        // How long the symbol at each first byte is, looked up apart from the symbol so that
+        // the next position is known without waiting for the symbol itself.
+        let step: [usize; 256] = std::array::from_fn(|b| 1 + usize::from(mask[b] & 1));
+        while i + 1 < body.len() {
+            let b0 = usize::from(body[i]);
+            let s = syms[base[b0] + usize::from(body[i + 1] & mask[b0])];
+            if s.slow {
+                (i, o) = h.step(body, i, &mut out, o)?;
+                continue;
+            }
+            let n = usize::from(s.len);
+            if n > len - o {
+                return Err(h.too_long());
+            }
+            let from = s.src as usize;
+            let x = src[from];
+            out[o..o + 16].copy_from_slice(&src[from..from + 16]);
+            out[o] = x ^ (s.upper & (u8::from(x.is_ascii_lowercase()) << 5));
+            o += n;
+            i += step[b0];
+        }
+    }
     while i < body.len() {
-        // Copy a run of literal bytes at once.
-        let run = body[i..]
-            .iter()
-            .position(|&b| kind[usize::from(b)] != LIT)
-            .unwrap_or(body.len() - i);
-        if run > 0 {
-            if out.len() + run > len {
-                return Err(format!("decodes to more than {len} bytes"));
-            }
-            out.extend_from_slice(&body[i..i + run]);
-            i += run;
-            continue;
-        }
-        let b = body[i];
-        i += 1;
-        let k = kind[usize::from(b)];
-        if k == ESC {
-            let &next = body.get(i).ok_or("escape at the end")?;
-            out.push(next);
-            i += 1;
-            continue;
-        }
-        let cap = k == CAP;
-        let (k, b) = if cap {
-            let &next = body.get(i).ok_or("capital marker at the end")?;
-            i += 1;
-            (kind[usize::from(next)], next)
-        } else {
-            (k, b)
-        };
-        let w = match k {
-            ONE_CODE => usize::from(index[usize::from(b)]),
-            PREFIX => {
-                let &second = body.get(i).ok_or("two-byte code cut short")?;
-                i += 1;
-                n1 + usize::from(index[usize::from(b)]) * 256 + usize::from(second)
-            }
-            _ => return Err("capital marker not followed by a word".into()),
-        };
-        let word = word_at(w)?;
-        if out.len() + word.len() > len {
-            return Err(format!("decodes to more than {len} bytes"));
-        }
-        let start = out.len();
-        out.extend_from_slice(word);
-        if cap {
-            out[start] = out[start].to_ascii_uppercase();
-        }
-        if out.len() > len {
-            return Err(format!("decodes to more than {len} bytes"));
-        }
+        (i, o) = h.step(body, i, &mut out, o)?;
     }
-    if out.len() != len {
-        return Err(format!("decodes to {} bytes, expected {len}", out.len()));
+    if o != len {
+        return Err(format!("decodes to {o} bytes, expected {len}"));
     }
+    out.truncate(len);
     Ok(out)
 }
 

@@ -1,0 +1,99 @@
+//! Speed and effect of word coding ([`archive::words`]) on the text-holding streams of WAL
+//! segments: for each file, the BlockData, MainData and Images streams are word-coded and
+//! decoded (best of five runs each, or of `WORDS_TIMING_RUNS`), and the coded and raw streams
+//! compressed with zstd:3.
+//!
+//! ```text
+//! cargo run --release -p archive --example words_timing -- SEGMENT...
+//! ```
+
+use std::error::Error;
+use std::time::{Duration, Instant};
+
+use archive::pack::records_split;
+use archive::walsplit::Stream;
+use codec::{BlockCompressor, Spec};
+
+/// The shortest of some runs of `f`, and its last result.
+fn best<T>(mut f: impl FnMut() -> T) -> (Duration, T) {
+    let runs = std::env::var("WORDS_TIMING_RUNS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(5usize)
+        .max(1);
+    let mut best = Duration::MAX;
+    let mut last = None;
+    for _ in 0..runs {
+        let t = Instant::now();
+        let r = std::hint::black_box(f());
+        best = best.min(t.elapsed());
+        last = Some(r);
+    }
+    (best, last.expect("at least one run"))
+}
+
+fn mb_s(bytes: usize, d: Duration) -> f64 {
+    bytes as f64 / d.as_secs_f64() / 1e6
+}
+
+fn main() -> Result<(), Box<dyn Error>> {
+    let paths: Vec<String> = std::env::args().skip(1).collect();
+    if paths.is_empty() {
+        return Err("usage: words_timing SEGMENT...".into());
+    }
+    let spec: Spec = "zstd:3".parse()?;
+    let mut c = BlockCompressor::new(&spec)?;
+    let mut zsize = |bytes: &[u8]| -> Result<usize, Box<dyn Error>> {
+        let mut out = Vec::new();
+        c.compress(bytes, &mut out)?;
+        Ok(out.len())
+    };
+    println!(
+        "{:<26} {:<11} {:>9} {:>9} {:>8} {:>8} {:>9} {:>9}",
+        "file", "stream", "raw", "coded", "enc MB/s", "dec MB/s", "zstd raw", "zstd cod"
+    );
+    for path in &paths {
+        let data = std::fs::read(path)?;
+        let name = std::path::Path::new(path)
+            .file_name()
+            .map_or(path.clone(), |n| n.to_string_lossy().into_owned());
+        let (_, split, _) = records_split(&data).ok_or("does not split")?;
+        for s in [Stream::BlockData, Stream::MainData, Stream::Images] {
+            let raw = &split.streams[s as usize];
+            let (te, coded) = best(|| archive::words::encode(raw));
+            let zraw = zsize(raw)?;
+            match &coded {
+                None => println!(
+                    "{:<26} {:<11} {:>9} {:>9} {:>8.0} {:>8} {:>9} {:>9}  ({:.2} ms)",
+                    name,
+                    s.name(),
+                    raw.len(),
+                    "declined",
+                    mb_s(raw.len(), te),
+                    "-",
+                    zraw,
+                    "-",
+                    te.as_secs_f64() * 1e3
+                ),
+                Some(coded) => {
+                    let (td, back) = best(|| archive::words::decode(coded, raw.len()));
+                    if back?.as_slice() != raw.as_slice() {
+                        return Err(format!("{name} {}: decode(encode(x)) != x", s.name()).into());
+                    }
+                    println!(
+                        "{:<26} {:<11} {:>9} {:>9} {:>8.0} {:>8.0} {:>9} {:>9}",
+                        name,
+                        s.name(),
+                        raw.len(),
+                        coded.len(),
+                        mb_s(raw.len(), te),
+                        mb_s(raw.len(), td),
+                        zraw,
+                        zsize(coded)?
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
