@@ -46,7 +46,7 @@ const MUL: u64 = 0x9e37_79b9_7f4a_7c15;
 const LANES_20: u64 = 0x2020_2020_2020_2020;
 
 /// `n` (1..=8) bytes of `data` from `at`, little-endian, zero above them.
-#[inline]
+#[inline(always)]
 fn chunk(data: &[u8], at: usize, n: usize) -> u64 {
     let mask = if n >= 8 {
         u64::MAX
@@ -72,7 +72,7 @@ struct Key {
     mixed: bool,
 }
 
-#[inline]
+#[inline(always)]
 fn key(data: &[u8], at: usize, n: usize) -> Key {
     let m = n.min(8);
     let raw = chunk(data, at, m);
@@ -156,31 +156,18 @@ struct Counts {
 impl Counts {
     fn new() -> Counts {
         Counts {
-            slots: vec![CountSlot::default(); 1 << 12],
+            slots: vec![CountSlot::default(); 1 << 10],
             used: 0,
-            shift: 64 - 12,
+            shift: 64 - 10,
         }
     }
 
+    #[inline(always)]
     fn add(&mut self, data: &[u8], at: usize, n: usize, k: &Key, space: bool) {
         let mask = self.slots.len() - 1;
         let mut i = (k.hash >> self.shift) as usize;
         loop {
             let s = &mut self.slots[i];
-            if s.len == 0 {
-                *s = CountSlot {
-                    head: k.head,
-                    at: at as u32,
-                    len: n as u32,
-                    seen: [0; 2],
-                };
-                s.seen[usize::from(space)] = 1;
-                self.used += 1;
-                if self.used * 2 > self.slots.len() {
-                    self.grow(data);
-                }
-                return;
-            }
             if s.head == k.head
                 && s.len as usize == n
                 && (n <= 8 || data[s.at as usize + 8..s.at as usize + n] == data[at + 8..at + n])
@@ -188,7 +175,28 @@ impl Counts {
                 s.seen[usize::from(space)] += 1;
                 return;
             }
+            if s.len == 0 {
+                self.insert(data, i, at, n, k, space);
+                return;
+            }
             i = (i + 1) & mask;
+        }
+    }
+
+    /// Puts a word seen for the first time in the free slot `i`.
+    #[cold]
+    fn insert(&mut self, data: &[u8], i: usize, at: usize, n: usize, k: &Key, space: bool) {
+        let s = &mut self.slots[i];
+        *s = CountSlot {
+            head: k.head,
+            at: at as u32,
+            len: n as u32,
+            seen: [0; 2],
+        };
+        s.seen[usize::from(space)] = 1;
+        self.used += 1;
+        if self.used * 2 > self.slots.len() {
+            self.grow(data);
         }
     }
 
@@ -214,6 +222,28 @@ impl Counts {
             if !data[i].is_ascii_alphabetic() {
                 i += 1;
                 continue;
+            }
+            // Most words are shorter than eight letters: one load tells their length, key
+            // and the byte after them.
+            if let Some(b) = data.get(i..end).and_then(<[u8]>::first_chunk::<8>) {
+                let w = u64::from_le_bytes(*b);
+                let others = not_letters(w);
+                if others != 0 {
+                    let n = (others.trailing_zeros() / 8) as usize;
+                    let lanes = (1u64 << (8 * n)) - 1;
+                    let space = (w >> (8 * n)) as u8 == b' ';
+                    if n >= 2 && !w & lanes & LANES_20 & !0xff == 0 {
+                        let head = (w & lanes) | 0x20;
+                        let k = Key {
+                            hash: (head ^ n as u64).wrapping_mul(MUL),
+                            head,
+                            mixed: false,
+                        };
+                        self.add(data, i, n, &k, space);
+                    }
+                    i += n + usize::from(space);
+                    continue;
+                }
             }
             let e = letters_end(data, i, end);
             let n = e - i;
@@ -364,18 +394,39 @@ impl Plan {
     }
 }
 
-/// A word's codes (code bytes, and their number in the last byte; 0 for none) without and
-/// with the space after it. `len` 0 marks a free slot.
+/// A word's codes, without and with the space after it. `len` 0 marks a free slot.
 #[derive(Clone, Copy, Default)]
 struct DictSlot {
     head: u64,
-    len: u32,
-    word: u32,
-    codes: [[u8; 3]; 2],
+    /// Code bytes without the space (0 and 1), with it (2 and 3).
+    codes: [u8; 4],
+    /// The word's index in [`Dict::words`].
+    word: u16,
+    len: u8,
+    /// Number of code bytes without the space (low four bits) and with it (high four
+    /// bits); 0 for no such code.
+    lens: u8,
+}
+
+impl DictSlot {
+    /// The code for the word (`n` letters) and whether `space` follows: code bytes, their
+    /// number, and the number of bytes coded.
+    #[inline]
+    fn pick(&self, n: usize, space: bool) -> Option<([u8; 2], usize, usize)> {
+        let with = usize::from(self.lens >> 4);
+        let without = usize::from(self.lens & 15);
+        if space && with != 0 {
+            Some(([self.codes[2], self.codes[3]], with, n + 1))
+        } else if without != 0 {
+            Some(([self.codes[0], self.codes[1]], without, n))
+        } else {
+            None
+        }
+    }
 }
 
 /// Open addressing from a word's letters to its codes: the dictionary is at most a few
-/// thousand short words, so this stays in cache.
+/// thousand short words in 16-byte slots, so this stays in cache.
 struct Dict<'a> {
     slots: Vec<DictSlot>,
     words: Vec<&'a [u8]>,
@@ -384,7 +435,7 @@ struct Dict<'a> {
 
 impl<'a> Dict<'a> {
     fn new(n: usize) -> Dict<'a> {
-        let size = (n * 4).next_power_of_two().max(64);
+        let size = (n + n / 2).next_power_of_two().max(64);
         Dict {
             slots: vec![DictSlot::default(); size],
             words: Vec::with_capacity(n),
@@ -392,36 +443,38 @@ impl<'a> Dict<'a> {
         }
     }
 
-    /// Gives `word` (lower-case letters, then maybe a space) `code`.
-    fn insert(&mut self, word: &'a [u8], code: [u8; 3]) {
+    /// Gives `word` (lower-case letters, then maybe a space) the one or two bytes of `code`.
+    fn insert(&mut self, word: &'a [u8], code: &[u8]) {
         let space = word.last() == Some(&b' ');
         let letters = &word[..word.len() - usize::from(space)];
         let k = key(letters, 0, letters.len());
         let mask = self.slots.len() - 1;
         let mut i = (k.hash >> self.shift) as usize;
-        loop {
-            let s = &mut self.slots[i];
-            if s.len == 0 {
-                *s = DictSlot {
-                    head: k.head,
-                    len: letters.len() as u32,
-                    word: self.words.len() as u32,
-                    codes: [[0; 3]; 2],
-                };
-                s.codes[usize::from(space)] = code;
-                self.words.push(letters);
-                return;
-            }
-            if s.head == k.head && self.words[s.word as usize] == letters {
-                s.codes[usize::from(space)] = code;
-                return;
-            }
+        while self.slots[i].len != 0
+            && (self.slots[i].head != k.head
+                || self.words[usize::from(self.slots[i].word)] != letters)
+        {
             i = (i + 1) & mask;
         }
+        let s = &mut self.slots[i];
+        if s.len == 0 {
+            *s = DictSlot {
+                head: k.head,
+                codes: [0; 4],
+                word: self.words.len() as u16,
+                len: letters.len() as u8,
+                lens: 0,
+            };
+            self.words.push(letters);
+        }
+        let at = 2 * usize::from(space);
+        s.codes[at..at + code.len()].copy_from_slice(code);
+        s.lens |= (code.len() as u8) << (4 * u8::from(space));
     }
 
-    /// The codes of the `n` letters at `at` (not mixed case), whose key is `k`.
-    fn get(&self, data: &[u8], at: usize, n: usize, k: &Key) -> Option<&[[u8; 3]; 2]> {
+    /// The slot of the `n` letters at `at` (not mixed case), whose key is `k`.
+    #[inline]
+    fn get(&self, data: &[u8], at: usize, n: usize, k: &Key) -> Option<&DictSlot> {
         let mask = self.slots.len() - 1;
         let mut i = (k.hash >> self.shift) as usize;
         loop {
@@ -430,13 +483,63 @@ impl<'a> Dict<'a> {
                 return None;
             }
             if s.head == k.head
-                && s.len as usize == n
-                && (n <= 8 || self.words[s.word as usize][8..] == data[at + 8..at + n])
+                && usize::from(s.len) == n
+                && (n <= 8 || self.words[usize::from(s.word)][8..] == data[at + 8..at + n])
             {
-                return Some(&s.codes);
+                return Some(s);
             }
             i = (i + 1) & mask;
         }
+    }
+
+    /// The slot of a word of fewer than eight letters, `head` (which then tells its length).
+    #[inline]
+    fn get_short(&self, head: u64, n: usize) -> Option<&DictSlot> {
+        let mask = self.slots.len() - 1;
+        let mut i = ((head ^ n as u64).wrapping_mul(MUL) >> self.shift) as usize;
+        loop {
+            let s = &self.slots[i];
+            if s.head == head {
+                return Some(s);
+            }
+            if s.len == 0 {
+                return None;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// The word starting at `data[at]` (a letter): its number of letters, and when it is
+    /// coded, the code bytes, their number and the number of bytes coded.
+    #[inline(always)]
+    fn find(&self, data: &[u8], at: usize) -> (usize, Option<([u8; 2], usize, usize)>) {
+        // Most words are shorter than eight letters: one load tells their length, key and
+        // the byte after them.
+        if let Some(b) = data.get(at..).and_then(<[u8]>::first_chunk::<8>) {
+            let w = u64::from_le_bytes(*b);
+            let others = not_letters(w);
+            if others != 0 {
+                let n = (others.trailing_zeros() / 8) as usize;
+                let lanes = (1u64 << (8 * n)) - 1;
+                if n < 2 || !w & lanes & LANES_20 & !0xff != 0 {
+                    return (n, None);
+                }
+                let space = (w >> (8 * n)) as u8 == b' ';
+                let hit = self.get_short((w & lanes) | 0x20, n);
+                return (n, hit.and_then(|s| s.pick(n, space)));
+            }
+        }
+        let end = letters_end(data, at, data.len());
+        let n = end - at;
+        if !(2..=MAX_WORD).contains(&n) {
+            return (n, None);
+        }
+        let k = key(data, at, n);
+        if k.mixed {
+            return (n, None);
+        }
+        let space = data.get(end) == Some(&b' ');
+        (n, self.get(data, at, n, &k).and_then(|s| s.pick(n, space)))
     }
 }
 
@@ -481,13 +584,12 @@ fn code(data: &[u8], plan: &Plan) -> Vec<u8> {
     let prefixes = &reserved[2 + ONE..];
     let mut dict = Dict::new(plan.ranked.len());
     for (i, w) in plan.ranked.iter().enumerate() {
-        let code = if i < ONE {
-            [ones[i], 0, 1]
+        if i < ONE {
+            dict.insert(w.bytes(), &[ones[i]]);
         } else {
             let j = i - ONE;
-            [prefixes[j / 256], (j % 256) as u8, 2]
-        };
-        dict.insert(w.bytes(), code);
+            dict.insert(w.bytes(), &[prefixes[j / 256], (j % 256) as u8]);
+        }
     }
     // Byte classes: 1 a letter, 2 a code value (copied behind an escape), 3 both.
     const LETTER: u8 = 1;
@@ -515,9 +617,12 @@ fn code(data: &[u8], plan: &Plan) -> Vec<u8> {
         head.push(0);
     }
     let at = head.len();
-    // Text codes to well under its length; room for all of it saves growing in most cases.
-    head.resize(at + data.len() + 64, 0);
-    let mut out = Out { buf: head, at };
+    // At most two bytes for each byte (an escaped byte; a capitalised two-letter word with a
+    // two-byte code takes three for two), and 16 more for fixed-size copies. Pages not
+    // written to are never touched.
+    let mut out = vec![0u8; at + 2 * data.len() + 16];
+    out[..at].copy_from_slice(&head);
+    let mut o = at;
     // Bytes from `copied` to `i` go out as they are, when something else has to be written.
     let mut copied = 0;
     let mut i = 0;
@@ -528,109 +633,63 @@ fn code(data: &[u8], plan: &Plan) -> Vec<u8> {
             i += 1;
             continue;
         }
-        // Room for the bytes before this one and what it becomes (at most three bytes).
-        out.room(i - copied + 16 + 3);
         if c == CODE_VALUE {
-            out.copy(data, copied, i);
-            out.byte(escape);
-            out.byte(b);
+            o = put(&mut out, o, data, copied, i);
+            out[o] = escape;
+            out[o + 1] = b;
+            o += 2;
             i += 1;
             copied = i;
             continue;
         }
-        let end = letters_end(data, i, data.len());
-        let n = end - i;
-        if (2..=MAX_WORD).contains(&n) {
-            let k = key(data, i, n);
-            if let Some(codes) = (!k.mixed).then(|| dict.get(data, i, n, &k)).flatten() {
-                let space = data.get(end) == Some(&b' ');
-                let hit = if space && codes[1][2] != 0 {
-                    Some((codes[1], n + 1))
-                } else if codes[0][2] != 0 {
-                    Some((codes[0], n))
-                } else {
-                    None
-                };
-                if let Some((code, used)) = hit {
-                    out.copy(data, copied, i);
-                    if b.is_ascii_uppercase() {
-                        out.byte(capital);
-                    }
-                    out.code(code);
-                    i += used;
-                    copied = i;
-                    continue;
-                }
-            }
+        let (n, hit) = dict.find(data, i);
+        if let Some((code, len, used)) = hit {
+            o = put(&mut out, o, data, copied, i);
+            out[o] = capital;
+            o += usize::from(b.is_ascii_uppercase());
+            out[o] = code[0];
+            out[o + 1] = code[1];
+            o += len;
+            i += used;
+            copied = i;
+            continue;
         }
+        let end = i + n;
         // Not coded: the letters are copied, behind escapes where they are code values.
         if letter_is_code
             && data[i..end]
                 .iter()
                 .any(|&b| class[usize::from(b)] & CODE_VALUE != 0)
         {
-            out.copy(data, copied, i);
-            out.room(2 * n);
+            o = put(&mut out, o, data, copied, i);
             for &b in &data[i..end] {
                 if class[usize::from(b)] & CODE_VALUE != 0 {
-                    out.byte(escape);
+                    out[o] = escape;
+                    o += 1;
                 }
-                out.byte(b);
+                out[o] = b;
+                o += 1;
             }
             copied = end;
         }
         i = end;
     }
-    out.room(data.len() - copied + 16);
-    out.copy(data, copied, data.len());
-    out.buf.truncate(out.at);
-    out.buf
+    o = put(&mut out, o, data, copied, data.len());
+    out.truncate(o);
+    out.shrink_to_fit();
+    out
 }
 
-/// Output written by position into a buffer kept longer than what is written, so that
-/// short pieces can go out as fixed-size copies.
-struct Out {
-    buf: Vec<u8>,
-    at: usize,
-}
-
-impl Out {
-    /// Makes room for `n` more bytes.
-    #[inline]
-    fn room(&mut self, n: usize) {
-        if self.buf.len() - self.at < n {
-            let len = (self.buf.len() * 2).max(self.at + n);
-            self.buf.resize(len, 0);
-        }
+/// Copies `data[from..to]` to `out[o..]` (which has 16 bytes more than that) and returns
+/// where it ends: short pieces as one 16-byte copy.
+#[inline(always)]
+fn put(out: &mut [u8], o: usize, data: &[u8], from: usize, to: usize) -> usize {
+    let n = to - from;
+    match (data.get(from..from + 16), out.get_mut(o..o + 16)) {
+        (Some(src), Some(dst)) if n <= 16 => dst.copy_from_slice(src),
+        _ => out[o..o + n].copy_from_slice(&data[from..to]),
     }
-
-    /// Writes `data[from..to]`; needs room for 16 more bytes than that.
-    #[inline]
-    fn copy(&mut self, data: &[u8], from: usize, to: usize) {
-        let n = to - from;
-        match (
-            data.get(from..from + 16),
-            self.buf.get_mut(self.at..self.at + 16),
-        ) {
-            (Some(src), Some(dst)) if n <= 16 => dst.copy_from_slice(src),
-            _ => self.buf[self.at..self.at + n].copy_from_slice(&data[from..to]),
-        }
-        self.at += n;
-    }
-
-    #[inline]
-    fn byte(&mut self, b: u8) {
-        self.buf[self.at] = b;
-        self.at += 1;
-    }
-
-    /// Writes a code (its bytes, then their number); needs room for two bytes.
-    #[inline]
-    fn code(&mut self, code: [u8; 3]) {
-        self.buf[self.at] = code[0];
-        self.buf[self.at + 1] = code[1];
-        self.at += usize::from(code[2]);
-    }
+    o + n
 }
 
 const LIT: u8 = 0;
@@ -718,24 +777,136 @@ impl Header<'_> {
     }
 }
 
-/// A symbol of the body as the fast loop of [`decode`] sees it: `len` bytes from `src` in
-/// its source buffer, the first upper-cased when `upper` is 0x20.
-/// `slow` sends the symbol to [`Header::step`] (long words, errors, a capitalised two-byte
-/// code).
-#[derive(Clone, Copy)]
-struct Sym {
-    src: u32,
-    len: u8,
-    upper: u8,
-    slow: bool,
+/// Tables for the fast loop of [`decode`]. For a symbol starting with body bytes b0, b1,
+/// `lead[b0]` holds where its entry is in `syms` (bits 8-31; for a one-byte symbol the entry
+/// itself, for a two-byte symbol the entry of b0 0) and 0xff in its low byte when the symbol
+/// is two bytes long (else 0): the entry is `syms[(lead >> 8) + (b1 & lead)]`. An entry is
+/// `len` (bits 0-4) bytes from `src` (bits 8-31) in the source buffer, or [`CAPITAL_NEXT`],
+/// or [`SLOW`] for [`Header::step`] (long words, errors). The source buffer holds the
+/// dictionary, each byte value once (literals and escaped bytes), the dictionary again with
+/// each word's first letter in upper case (at `upper`) and 16 bytes more, so that any
+/// symbol can be copied as 16 bytes.
+struct Fast {
+    lead: [u32; 256],
+    syms: Vec<u32>,
+    src: Vec<u8>,
+    upper: usize,
+    zero_is_literal: bool,
 }
 
-const SLOW: Sym = Sym {
-    src: 0,
-    len: 0,
-    upper: 0,
-    slow: true,
-};
+const SLOW: u32 = 0x40;
+/// A capital marker, then a two-byte code: a three-byte symbol, `syms` gives the first two.
+const CAPITAL_NEXT: u32 = 0x80;
+/// How much longer than the decoded length the output buffer of the fast loop is.
+const FAST_SLACK: usize = 48;
+
+impl Fast {
+    /// The entry of the symbol whose lead is `lead` and second byte `b1`.
+    #[inline(always)]
+    fn sym(&self, lead: u32, b1: u8) -> u32 {
+        let at = (lead >> 8) as usize + usize::from(b1 & lead as u8);
+        self.syms.get(at).copied().unwrap_or(SLOW)
+    }
+
+    /// Decodes from `body[i]` into `out` from `o` while the symbols are simple; returns the
+    /// new `i` and `o` at the first symbol that is not, or at the last body byte. `out` is
+    /// [`FAST_SLACK`] bytes longer than the `len` to decode.
+    fn run(
+        &self,
+        body: &[u8],
+        mut i: usize,
+        out: &mut [u8],
+        mut o: usize,
+        len: usize,
+    ) -> (usize, usize) {
+        loop {
+            // Two symbols at a time: where the second starts depends on the first byte only,
+            // and both bytes it may start at are looked up at once, so that the position
+            // after both is known before either symbol is.
+            if let Some(w) = body.get(i..i + 4).and_then(<[u8]>::first_chunk::<4>) {
+                let w = u32::from_le_bytes(*w);
+                let [b0, b1, b2, _] = w.to_le_bytes();
+                let lead0 = self.lead[usize::from(b0)];
+                // Runs of zeros (free space, padding) eight bytes at a time.
+                if w & 0xffff == 0 && self.zero_is_literal {
+                    if let (Some(z), Some(dst)) = (
+                        body.get(i..i + 8).and_then(<[u8]>::first_chunk::<8>),
+                        out.get_mut(o..o + 8),
+                    ) {
+                        let zeros = match u64::from_le_bytes(*z) {
+                            0 => 8,
+                            z => (z.trailing_zeros() / 8) as usize,
+                        };
+                        if zeros <= len - o {
+                            dst.fill(0);
+                            o += zeros;
+                            i += zeros;
+                            continue;
+                        }
+                    }
+                }
+                let (lead_a, lead_b) = (self.lead[usize::from(b1)], self.lead[usize::from(b2)]);
+                // Masks rather than a branch (unpredictable) or a select of the byte to look
+                // up (a third load in a row).
+                let two = lead0 & 1;
+                let lead1 = lead_a ^ ((lead_a ^ lead_b) & two.wrapping_neg());
+                let s0 = self.sym(lead0, b1);
+                let s1 = self.sym(lead1, (w >> (16 + 8 * two)) as u8);
+                let n0 = (s0 & 31) as usize;
+                let n1 = (s1 & 31) as usize;
+                if (s0 | s1) & (SLOW | CAPITAL_NEXT) == 0 && n0 + n1 <= len - o {
+                    let (f0, f1) = ((s0 >> 8) as usize, (s1 >> 8) as usize);
+                    if let (Some(dst), Some(src0), Some(src1)) = (
+                        out.get_mut(o..o + FAST_SLACK),
+                        self.src.get(f0..f0 + 16),
+                        self.src.get(f1..f1 + 16),
+                    ) {
+                        dst[..16].copy_from_slice(src0);
+                        dst[n0..n0 + 16].copy_from_slice(src1);
+                        o += n0 + n1;
+                        i += 2 + (two + (lead1 & 1)) as usize;
+                        continue;
+                    }
+                }
+            }
+            // One symbol.
+            let Some(&[b0, b1]) = body.get(i..i + 2).and_then(<[u8]>::first_chunk::<2>) else {
+                break;
+            };
+            let lead = self.lead[usize::from(b0)];
+            let mut s = self.sym(lead, b1);
+            let mut next = i + 1 + (lead & 1) as usize;
+            if s & (SLOW | CAPITAL_NEXT) != 0 {
+                if s & SLOW != 0 {
+                    break;
+                }
+                // A capital marker, then a two-byte code: the code's word, upper-cased.
+                let Some(&b2) = body.get(i + 2) else {
+                    break;
+                };
+                s = self.sym(self.lead[usize::from(b1)], b2);
+                if s & SLOW != 0 || s & 31 == 0 {
+                    break;
+                }
+                s += (self.upper as u32) << 8;
+                next = i + 3;
+            }
+            let n = (s & 31) as usize;
+            let from = (s >> 8) as usize;
+            let (true, Some(dst), Some(src)) = (
+                n <= len - o,
+                out.get_mut(o..o + 16),
+                self.src.get(from..from + 16),
+            ) else {
+                break;
+            };
+            dst.copy_from_slice(src);
+            o += n;
+            i = next;
+        }
+        (i, o)
+    }
+}
 
 /// Reverses [`encode`]. `max_len` caps the decoded length the header may claim.
 pub fn decode(coded: &[u8], max_len: usize) -> Result<Vec<u8>, String> {
@@ -798,82 +969,71 @@ pub fn decode(coded: &[u8], max_len: usize) -> Result<Vec<u8>, String> {
         words,
     };
     let body = &coded[r.at..];
-    // 16 bytes more than the output, for the fixed-size copies of the fast loop.
-    let mut out = vec![0u8; len + 16];
+    // Room after the output for the fixed-size copies of the fast loop.
+    let mut out = vec![0u8; len + FAST_SLACK];
     let mut o = 0;
     let mut i = 0;
     // The fast loop needs tables of 256 entries for each prefix (and the escape and the
     // capital marker): only worth building for a body several times that long.
-    let src_len = dict.len() + 256 + 16;
-    if body.len() >= (n2 + 3) * 64 && u32::try_from(src_len).is_ok() {
-        // Source buffer: the dictionary, then each byte value once (for literals and
-        // escaped bytes), then room for a 16-byte copy from anywhere.
+    let src_len = 2 * dict.len() + 256 + 16;
+    if body.len() >= (n2 + 3) * 64 && src_len < 1 << 24 {
         let mut src = Vec::with_capacity(src_len);
         src.extend_from_slice(dict);
         let bytes_at = src.len();
         src.extend(0..=255u8);
+        let upper = src.len();
+        src.extend_from_slice(dict);
+        for &(at, n) in &h.words {
+            if n > 0 {
+                src[upper + at].make_ascii_uppercase();
+            }
+        }
         src.resize(src_len, 0);
-        let word = |w: usize, upper: u8| match h.words.get(w) {
-            Some(&(at, n)) if n <= 16 && (upper == 0 || n > 0) => Sym {
-                src: at as u32,
-                len: n as u8,
-                upper,
-                slow: false,
-            },
+        // Words longer than 16 bytes go the slow way; so do empty words after a capital.
+        let word = |w: usize, cap: bool| match h.words.get(w) {
+            Some(&(at, n)) if n <= 16 && (!cap || n > 0) => {
+                ((at + if cap { upper } else { 0 }) as u32) << 8 | n as u32
+            }
             _ => SLOW,
         };
-        let byte = |b: usize| Sym {
-            src: (bytes_at + b) as u32,
-            len: 1,
-            upper: 0,
-            slow: false,
-        };
-        // The symbol starting with bytes b0, b1 is syms[base[b0] + (b1 & mask[b0])].
-        let mut syms = Vec::with_capacity(256 * (n2 + 3));
-        let mut base = [0usize; 256];
-        let mut mask = [0u8; 256];
+        let byte = |b: usize| ((bytes_at + b) as u32) << 8 | 1;
+        // Entries 0-255: the symbols of one byte, by that byte.
+        let mut syms: Vec<u32> = Vec::with_capacity(256 * (n2 + 3));
+        let mut lead = [0u32; 256];
         for b in 0..256 {
-            base[b] = b;
+            lead[b] = (b as u32) << 8;
             syms.push(match kind[b] {
                 LIT => byte(b),
-                ONE_CODE => word(first[b], 0),
+                ONE_CODE => word(first[b], false),
                 _ => SLOW,
             });
         }
-        let mut row = |b: u8, syms: &mut Vec<Sym>, f: &dyn Fn(usize) -> Sym| {
-            base[usize::from(b)] = syms.len();
-            mask[usize::from(b)] = 0xff;
+        let mut row = |b: u8, syms: &mut Vec<u32>, f: &dyn Fn(usize) -> u32| {
+            lead[usize::from(b)] = (syms.len() as u32) << 8 | 0xff;
             syms.extend((0..256).map(f));
         };
         row(escape, &mut syms, &byte);
         row(capital, &mut syms, &|b1| match kind[b1] {
-            ONE_CODE => word(first[b1], 0x20),
+            ONE_CODE => word(first[b1], true),
+            PREFIX => CAPITAL_NEXT,
             _ => SLOW,
         });
         for &p in prefixes {
             let w0 = first[usize::from(p)];
-            row(p, &mut syms, &|b1| word(w0 + b1, 0));
+            row(p, &mut syms, &|b1| word(w0 + b1, false));
         }
-        // How long the symbol at each first byte is, looked up apart from the symbol so that
-        // the next position is known without waiting for the symbol itself.
-        let step: [usize; 256] = std::array::from_fn(|b| 1 + usize::from(mask[b] & 1));
+        let fast = Fast {
+            lead,
+            syms,
+            src,
+            upper,
+            zero_is_literal: kind[0] == LIT,
+        };
         while i + 1 < body.len() {
-            let b0 = usize::from(body[i]);
-            let s = syms[base[b0] + usize::from(body[i + 1] & mask[b0])];
-            if s.slow {
+            (i, o) = fast.run(body, i, &mut out, o, len);
+            if i + 1 < body.len() {
                 (i, o) = h.step(body, i, &mut out, o)?;
-                continue;
             }
-            let n = usize::from(s.len);
-            if n > len - o {
-                return Err(h.too_long());
-            }
-            let from = s.src as usize;
-            let x = src[from];
-            out[o..o + 16].copy_from_slice(&src[from..from + 16]);
-            out[o] = x ^ (s.upper & (u8::from(x.is_ascii_lowercase()) << 5));
-            o += n;
-            i += step[b0];
         }
     }
     while i < body.len() {
