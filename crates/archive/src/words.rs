@@ -11,6 +11,16 @@
 //! would code do not outweigh the escapes and the dictionary, which is the case for binary
 //! streams such as pgbench's.
 //!
+//! Words are counted on one 64 KiB block in four; a stream of 1 MiB or more is first judged
+//! on sixteen 16 KiB blocks spread over it and declined at once when even that estimate is
+//! far from paying, so a binary stream costs about a quarter of a megabyte of counting.
+//! Counting and coding read words eight bytes at a time and look them up in open-addressing
+//! tables that point into the data instead of holding copies of it. Decoding goes through
+//! a table with one entry per symbol (a byte, or a prefix or marker and the byte after it)
+//! telling what to copy; capitalised words are copied from an upper-cased copy of the
+//! dictionary; anything unusual (long words, damage) takes a slower path that checks each
+//! step.
+//!
 //! Coded form, little-endian: decoded length u64; escape byte; capital marker byte; count
 //! `n1` and the `n1` one-byte code values; count `n2` and the `n2` prefix values (a prefix
 //! and any following byte is a two-byte code); dictionary length u32 and the dictionary
@@ -543,23 +553,28 @@ impl<'a> Dict<'a> {
     }
 }
 
+/// Whether `data` (of at least [`QUICK_MIN`] bytes) is clearly not worth coding, judged on
+/// [`QUICK_BLOCKS`] blocks spread over it: its estimated gain is below
+/// [`QUICK_GAIN_PERMILLE`], well under what coding needs.
+fn declined_early(data: &[u8]) -> bool {
+    if data.len() < QUICK_MIN {
+        return false;
+    }
+    let step = (data.len() - QUICK_BLOCK) / (QUICK_BLOCKS - 1);
+    let blocks = (0..QUICK_BLOCKS).map(|i| (i * step, i * step + QUICK_BLOCK));
+    let mut hist = [0u64; 256];
+    for (start, end) in blocks.clone() {
+        histogram(&data[start..end], &mut hist);
+    }
+    let quick = Plan::new(data, blocks, &hist, QUICK_BLOCK * QUICK_BLOCKS);
+    !quick.gains(data.len(), QUICK_GAIN_PERMILLE)
+}
+
 /// Word-codes `data`, or `None` when that would not make it clearly smaller.
 pub fn encode(data: &[u8]) -> Option<Vec<u8>> {
     // Word positions are kept as u32; no WAL stream comes near that.
-    if data.len() < 4096 || u32::try_from(data.len()).is_err() {
+    if data.len() < 4096 || u32::try_from(data.len()).is_err() || declined_early(data) {
         return None;
-    }
-    if data.len() >= QUICK_MIN {
-        let step = (data.len() - QUICK_BLOCK) / (QUICK_BLOCKS - 1);
-        let blocks = (0..QUICK_BLOCKS).map(|i| (i * step, i * step + QUICK_BLOCK));
-        let mut hist = [0u64; 256];
-        for (start, end) in blocks.clone() {
-            histogram(&data[start..end], &mut hist);
-        }
-        let quick = Plan::new(data, blocks, &hist, QUICK_BLOCK * QUICK_BLOCKS);
-        if !quick.gains(data.len(), QUICK_GAIN_PERMILLE) {
-            return None;
-        }
     }
     // Count words (with their space) on a sample; code values are the bytes the stream uses
     // least.
@@ -910,6 +925,11 @@ impl Fast {
 
 /// Reverses [`encode`]. `max_len` caps the decoded length the header may claim.
 pub fn decode(coded: &[u8], max_len: usize) -> Result<Vec<u8>, String> {
+    decode_with(coded, max_len, true)
+}
+
+/// [`decode`], with the fast loop or (for tests, which compare the two) without it.
+fn decode_with(coded: &[u8], max_len: usize, fast_loop: bool) -> Result<Vec<u8>, String> {
     let mut r = Cursor { b: coded, at: 0 };
     let len = u64::from_le_bytes(r.take(8)?.try_into().map_err(|_| "length")?);
     let len = usize::try_from(len).map_err(|_| "decoded length too large")?;
@@ -976,7 +996,7 @@ pub fn decode(coded: &[u8], max_len: usize) -> Result<Vec<u8>, String> {
     // The fast loop needs tables of 256 entries for each prefix (and the escape and the
     // capital marker): only worth building for a body several times that long.
     let src_len = 2 * dict.len() + 256 + 16;
-    if body.len() >= (n2 + 3) * 64 && src_len < 1 << 24 {
+    if fast_loop && body.len() >= (n2 + 3) * 64 && src_len < 1 << 24 {
         let mut src = Vec::with_capacity(src_len);
         src.extend_from_slice(dict);
         let bytes_at = src.len();
@@ -1129,6 +1149,168 @@ mod tests {
             })
             .collect();
         assert!(encode(&data).is_none());
+    }
+
+    /// Pseudo-random bytes, `n` of them.
+    fn noise(n: usize, seed: u64) -> Vec<u8> {
+        let mut x = seed;
+        (0..n)
+            .map(|_| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                (x >> 56) as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn large_binary_is_declined_on_the_small_sample() {
+        // pgbench-like pages: small integers, zeros, blank-padded filler, random bytes.
+        let mut data = Vec::new();
+        let mut x: u64 = 3;
+        while data.len() < 6 << 20 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            data.extend_from_slice(&(x >> 40).to_le_bytes());
+            data.extend_from_slice(&[0; 12]);
+            data.extend_from_slice(&noise(24, x));
+            if x % 5 == 0 {
+                data.extend_from_slice(&[b' '; 84]);
+            }
+        }
+        assert!(declined_early(&data), "the quick estimate declines");
+        assert!(encode(&data).is_none());
+        let random = noise(5 << 20, 9);
+        assert!(declined_early(&random));
+        assert!(encode(&random).is_none());
+    }
+
+    #[test]
+    fn large_prose_is_not_declined_early() {
+        let data = prose(3 << 20);
+        assert!(!declined_early(&data));
+        let coded = encode(&data).expect("prose is coded");
+        assert_eq!(decode(&coded, data.len()).expect("decodes"), data);
+    }
+
+    /// Prose with capitals, mixed case, long words, single letters, and every byte value.
+    fn awkward(n: usize) -> Vec<u8> {
+        let words = [
+            "the ",
+            "The ",
+            "of ",
+            "Of",
+            "government",
+            "Government ",
+            "GOVERNMENT ",
+            "gOvernment ",
+            "a ",
+            "I ",
+            "x",
+            "abcdefgh ",
+            "Abcdefgh",
+            "abcdefghijklmno ",
+            "Abcdefghijklmnop ",
+            "abcdefghijklmnopq ",
+            "Abcdefghijklmnopqrstuvwxyzabcdef ",
+            "abcdefghijklmnopqrstuvwxyzabcdefg ",
+            "people,  ",
+            "People.\n",
+        ];
+        let mut s = Vec::new();
+        let mut x: u64 = 11;
+        let mut byte = 0u8;
+        while s.len() < n {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            s.extend_from_slice(words[(x >> 33) as usize % words.len()].as_bytes());
+            if x % 5 == 0 {
+                // Every byte value comes by, code values included.
+                s.push(byte);
+                s.push(byte.wrapping_add(1));
+                byte = byte.wrapping_add(2);
+            }
+        }
+        s.truncate(n);
+        s
+    }
+
+    #[test]
+    fn capitals_escapes_and_words_at_the_ends_come_back() {
+        let data = awkward(300_000);
+        assert!(encode(&data).is_some(), "the test data is coded");
+        // Cut at many places so that words (whole, cut, with and without their space,
+        // capitalised) and escaped bytes meet the end of the buffer, and start with a word.
+        for cut in (0..64).chain((64..4096).step_by(61)) {
+            for part in [&data[..data.len() - cut], &data[cut..]] {
+                let Some(coded) = encode(part) else {
+                    continue;
+                };
+                assert_eq!(
+                    decode(&coded, part.len()).expect("decodes"),
+                    part,
+                    "cut {cut}"
+                );
+                assert_eq!(decode_with(&coded, part.len(), false), Ok(part.to_vec()));
+            }
+        }
+        // Every byte value behind code values: the escapes.
+        let all: Vec<u8> = (0..=255u8).cycle().take(60_000).collect();
+        let mut mixed = awkward(200_000);
+        mixed.extend_from_slice(&all);
+        let coded = encode(&mixed).expect("coded");
+        assert_eq!(decode(&coded, mixed.len()).expect("decodes"), mixed);
+    }
+
+    #[test]
+    fn fast_and_careful_decoding_agree_on_damage() {
+        let data = awkward(100_000);
+        let coded = encode(&data).expect("coded");
+        let body = coded.len() - 2000;
+        let mut x: u64 = 5;
+        for _ in 0..3000 {
+            let mut bad = coded.clone();
+            for _ in 0..1 + x % 3 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                // Mostly the body, sometimes the header and dictionary.
+                let at = if x % 4 == 0 {
+                    (x >> 20) as usize % coded.len()
+                } else {
+                    body + (x >> 20) as usize % 2000
+                };
+                bad[at] = (x >> 40) as u8;
+            }
+            if x % 7 == 0 {
+                bad.truncate(bad.len() - (x >> 50) as usize % 5);
+            }
+            let cap = data.len() + (x % 3) as usize;
+            assert_eq!(decode_with(&bad, cap, true), decode_with(&bad, cap, false));
+        }
+    }
+
+    #[test]
+    fn capital_marker_on_an_empty_word_is_an_error() {
+        // Header: length 1, escape 0xfe, capital 0xff, one code (0x01), no prefixes,
+        // dictionary of one empty word; body: capital marker, code.
+        let mut coded = 1u64.to_le_bytes().to_vec();
+        coded.extend_from_slice(&[0xfe, 0xff, 1, 0x01, 0]);
+        coded.extend_from_slice(&1u32.to_le_bytes());
+        coded.push(0);
+        coded.extend_from_slice(&[0xff, 0x01]);
+        assert!(decode(&coded, 10).is_err());
+        // The same after enough literals for the fast loop.
+        let mut long = 1001u64.to_le_bytes().to_vec();
+        long.extend_from_slice(&coded[8..coded.len() - 2]);
+        long.extend_from_slice(&[b'a'; 1000]);
+        long.extend_from_slice(&[0xff, 0x01, b'a']);
+        assert!(decode(&long, 2000).is_err());
+        assert!(decode_with(&long, 2000, false).is_err());
+        // And a one-letter word in its place decodes.
+        let at = 8 + 5 + 4;
+        long[at - 4..at].copy_from_slice(&2u32.to_le_bytes());
+        long.insert(at, b'q');
+        long[..8].copy_from_slice(&1002u64.to_le_bytes());
+        let out = decode(&long, 2000).expect("decodes");
+        assert_eq!(&out[1000..], b"Qa");
     }
 
     #[test]
