@@ -149,7 +149,9 @@ impl Pages {
             let cap = self.blcksz - SHORT_PAGE_HEADER_LEN;
             (1 + q / cap) * self.blcksz + SHORT_PAGE_HEADER_LEN + q % cap
         };
-        self.start + off as u64
+        // Wrapping, as a release build does: a segment start near the top of the address
+        // space is nonsense, but split and join must agree on it rather than panic.
+        self.start.wrapping_add(off as u64)
     }
 
     /// Pages a prefix of `len` bytes touches and the content bytes it holds; `None` if it
@@ -176,7 +178,7 @@ fn predicted_header(first: &PageHeader, pages: &Pages, p: usize, rem: u32) -> [u
     let info = if rem > 0 { XLP_FIRST_IS_CONTRECORD } else { 0 };
     h[2..4].copy_from_slice(&info.to_le_bytes());
     h[4..8].copy_from_slice(&first.tli.to_le_bytes());
-    let addr = pages.start + (p * pages.blcksz) as u64;
+    let addr = pages.start.wrapping_add((p * pages.blcksz) as u64);
     h[8..16].copy_from_slice(&addr.to_le_bytes());
     h[16..20].copy_from_slice(&rem.to_le_bytes());
     h
@@ -227,7 +229,7 @@ pub fn split(data: &[u8], seg_start: u64) -> Option<Split> {
         if p > 0 {
             let info = u16::from_le_bytes([h[2], h[3]]);
             let addr = u64::from_le_bytes(h[8..16].try_into().ok()?);
-            if info & XLP_LONG_HEADER != 0 || addr != seg_start + off as u64 {
+            if info & XLP_LONG_HEADER != 0 || addr != seg_start.wrapping_add(off as u64) {
                 return None;
             }
         }
