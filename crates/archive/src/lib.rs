@@ -22,7 +22,8 @@ pub use repo::{Entry, Location, PushOutcome, Repository, S3Options};
 
 /// The default method. With the WAL records transform, zstd level 3 on the streams is
 /// 1.3 to 1.6 times smaller than zstd level 3 on whole 16 MB segments (pgBackRest's `zst`
-/// default) at about the same push time; level 6 saves another 8% for almost twice the CPU.
+/// default), and push takes about three quarters of pgBackRest's time on two cores; level 6
+/// saves another 8% for almost twice the CPU.
 /// For the smallest archive use `xz:1` (docs/BENCHMARKS.md, docs/ARCHIVE-FORMAT.md).
 pub const DEFAULT_METHOD: &str = "zstd:level=3";
 
