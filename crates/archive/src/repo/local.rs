@@ -11,7 +11,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use super::{nanos, sync_dir, Store};
+use super::{nanos, sync_dir, Check, Store};
 use crate::error::ArchiveError;
 
 /// Directory inside the repository holding files being written.
@@ -102,7 +102,7 @@ impl Store for LocalStore {
         &self,
         key: &str,
         bytes: &[u8],
-        check: &(dyn Fn(&[u8]) -> Result<(), ArchiveError> + Sync),
+        check: Check<'_>,
     ) -> Result<bool, ArchiveError> {
         let tmp_dir = self.tmp_dir()?;
         // The fsync of the temporary file waits on the disk, not the CPU: the check runs

@@ -117,6 +117,9 @@ fn strip_prefix_ignore_case<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
         .then(|| &s[prefix.len()..])
 }
 
+/// A check [`Store::create_checked`] runs on the bytes before they may be published.
+pub type Check<'a> = &'a (dyn Fn(&[u8]) -> Result<(), ArchiveError> + Sync);
+
 /// Where the objects of a repository are kept. Keys are container file names
 /// (`<name>.pgcz`), never paths.
 pub trait Store: std::fmt::Debug {
@@ -138,7 +141,7 @@ pub trait Store: std::fmt::Debug {
         &self,
         key: &str,
         bytes: &[u8],
-        check: &(dyn Fn(&[u8]) -> Result<(), ArchiveError> + Sync),
+        check: Check<'_>,
     ) -> Result<bool, ArchiveError> {
         check(bytes)?;
         self.create(key, bytes.to_vec())
