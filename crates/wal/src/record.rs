@@ -207,16 +207,33 @@ pub struct Body {
 /// Decodes the block headers and checks every length, as `DecodeXLogRecord` does.
 /// `record` is the whole record, header included; `blcksz` the data page size.
 pub fn decode_body(record: &[u8], blcksz: usize, body: &mut Body) -> Result<(), Defect> {
+    let rest = record
+        .get(RECORD_HEADER_LEN..)
+        .ok_or_else(|| Defect::Body("record shorter than its header".into()))?;
+    decode_block_headers(rest, record.len() - RECORD_HEADER_LEN, blcksz, body)
+}
+
+/// [`decode_body`] for a record whose bytes are not in one place: `after_header` holds the
+/// bytes that follow the 24-byte header, at least as far as the block headers reach (more
+/// is ignored), and `rest_len` is `xl_tot_len` less the header. Ranges in `body` are record
+/// offsets, as [`decode_body`] gives them. Block headers that would run past `after_header`
+/// are an error.
+pub fn decode_block_headers(
+    after_header: &[u8],
+    rest_len: usize,
+    blcksz: usize,
+    body: &mut Body,
+) -> Result<(), Defect> {
     body.blocks.clear();
     body.origin = None;
     body.toplevel_xid = None;
     body.fpi_len = 0;
     let mut main_len: u64 = 0;
     let mut r = Cursor {
-        b: record,
-        pos: RECORD_HEADER_LEN,
+        b: &after_header[..after_header.len().min(rest_len)],
+        pos: 0,
     };
-    let remaining = |r: &Cursor| (record.len() - r.pos) as u64;
+    let remaining = |r: &Cursor| (rest_len - r.pos) as u64;
     let mut datatotal: u64 = 0;
     let mut max_block_id: i32 = -1;
     let mut last_rel: Option<RelFileLocator> = None;
@@ -294,7 +311,7 @@ pub fn decode_body(record: &[u8], blcksz: usize, body: &mut Body) -> Result<(), 
         return Err(Defect::Body("record with invalid length".into()));
     }
     // Payload order: for each block, its image then its data; then the main data.
-    let mut at = r.pos;
+    let mut at = RECORD_HEADER_LEN + r.pos;
     for blk in body.blocks.iter_mut() {
         let (img, data) = (blk.image_range.end, blk.data_range.end);
         blk.image_range = at..at + img;
