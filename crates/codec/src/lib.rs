@@ -13,7 +13,7 @@ pub mod pglz;
 pub mod spec;
 pub mod stream;
 
-pub use block::{BlockCompressor, BlockDecompressor};
+pub use block::{BlockCompressor, BlockDecompressor, PartFeed};
 pub use error::{CodecError, MAX_DECOMPRESSED_SIZE};
 pub use method::Method;
 pub use page::{PageLayout, StoredImage};

@@ -311,3 +311,186 @@ pub(super) fn decompress_capped(
         }
     }
 }
+
+/// Decompresses a run of parts, each compressed on its own with one method and each of a
+/// known size, as one stream that is read a piece at a time: zstd parts whose frame states
+/// that size are decompressed incrementally (a window's worth of memory instead of the whole
+/// part), any other part at once when it is reached. Every part must come out exactly its
+/// stated size and consume all its input.
+pub struct PartFeed<'a> {
+    method: Method,
+    /// `(compressed, size)` of the parts not started yet, in reverse order.
+    parts: Vec<(&'a [u8], usize)>,
+    current: Option<Current<'a>>,
+    zstd: Option<zstd::stream::raw::Decoder<'static>>,
+    whole: Option<BlockDecompressor>,
+    started: usize,
+}
+
+impl std::fmt::Debug for PartFeed<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PartFeed")
+            .field("method", &self.method)
+            .field("parts_left", &self.parts.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The part being read.
+enum Current<'a> {
+    /// A zstd frame: its input, how much of it is consumed, the bytes still to come out,
+    /// those that came out so far, and whether the frame has ended.
+    Zstd {
+        src: &'a [u8],
+        read: usize,
+        left: usize,
+        made: usize,
+        ended: bool,
+    },
+    /// A part decompressed at once, and how much of it has been handed out.
+    Whole { bytes: Vec<u8>, at: usize },
+}
+
+impl<'a> PartFeed<'a> {
+    /// A feed over `parts`, `(compressed bytes, decompressed size)` in order.
+    pub fn new(method: Method, parts: Vec<(&'a [u8], usize)>) -> PartFeed<'a> {
+        let mut parts = parts;
+        parts.reverse();
+        PartFeed {
+            method,
+            parts,
+            current: None,
+            zstd: None,
+            whole: None,
+            started: 0,
+        }
+    }
+
+    /// How many parts have been started (the one that failed, after an error).
+    pub fn parts_started(&self) -> usize {
+        self.started
+    }
+
+    /// Fills `out` with the next bytes, as far as they go; returns how many (0 only at the
+    /// end of the last part, or for an empty `out`).
+    pub fn read(&mut self, out: &mut [u8]) -> Result<usize, CodecError> {
+        let mut n = 0;
+        while n < out.len() {
+            let Some(cur) = self.current.as_mut() else {
+                let Some((src, size)) = self.parts.pop() else {
+                    break;
+                };
+                self.started += 1;
+                self.current = Some(self.start(src, size)?);
+                continue;
+            };
+            match cur {
+                Current::Whole { bytes, at } => {
+                    let k = (bytes.len() - *at).min(out.len() - n);
+                    out[n..n + k].copy_from_slice(&bytes[*at..*at + k]);
+                    *at += k;
+                    n += k;
+                    if *at == bytes.len() {
+                        self.current = None;
+                    }
+                }
+                Current::Zstd {
+                    src,
+                    read,
+                    left,
+                    made,
+                    ended,
+                } => {
+                    let method = self.method;
+                    let dec = self.zstd.as_mut().expect("a zstd part has a decoder");
+                    let want = (*left).min(out.len() - n);
+                    let mut input = zstd::stream::raw::InBuffer::around(src);
+                    input.set_pos(*read);
+                    let mut output = zstd::stream::raw::OutBuffer::around(&mut out[n..n + want]);
+                    let hint = {
+                        use zstd::stream::raw::Operation;
+                        dec.run(&mut input, &mut output).map_err(lib_err(method))?
+                    };
+                    let (k, consumed) = (output.pos(), input.pos() - *read);
+                    *read = input.pos();
+                    *left -= k;
+                    *made += k;
+                    n += k;
+                    *ended |= hint == 0;
+                    if *ended || *left == 0 {
+                        if !*ended {
+                            // All its bytes are out; what input is left must only end
+                            // the frame (a checksum).
+                            let mut input = zstd::stream::raw::InBuffer::around(src);
+                            input.set_pos(*read);
+                            let mut none = zstd::stream::raw::OutBuffer::around(&mut [][..]);
+                            let hint = {
+                                use zstd::stream::raw::Operation;
+                                dec.run(&mut input, &mut none).map_err(lib_err(method))?
+                            };
+                            *read = input.pos();
+                            *ended = hint == 0;
+                        }
+                        if !*ended || *left != 0 {
+                            return Err(CodecError::SizeMismatch {
+                                method,
+                                expected: *made + *left,
+                                actual: *made + usize::from(!*ended),
+                            });
+                        }
+                        if *read != src.len() {
+                            return Err(CodecError::TrailingData {
+                                method,
+                                trailing: src.len() - *read,
+                            });
+                        }
+                        self.current = None;
+                    } else if k == 0 && consumed == 0 {
+                        // No progress with room to write: the input ran out mid-frame.
+                        return Err(CodecError::SizeMismatch {
+                            method,
+                            expected: *made + *left,
+                            actual: *made,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// Starts part `src` of `size` bytes.
+    fn start(&mut self, src: &'a [u8], size: usize) -> Result<Current<'a>, CodecError> {
+        let method = self.method;
+        let e = lib_err(method);
+        if method == Method::Zstd
+            && size > 0
+            && matches!(zstd::zstd_safe::get_frame_content_size(src), Ok(Some(s)) if s == size as u64)
+        {
+            // The frame states its size, so the decoder's window is at most that large.
+            match self.zstd.as_mut() {
+                Some(d) => zstd::stream::raw::Operation::reinit(d).map_err(&e)?,
+                None => {
+                    let mut d = zstd::stream::raw::Decoder::new().map_err(&e)?;
+                    d.set_parameter(zstd::stream::raw::DParameter::WindowLogMax(31))
+                        .map_err(&e)?;
+                    self.zstd = Some(d);
+                }
+            }
+            return Ok(Current::Zstd {
+                src,
+                read: 0,
+                left: size,
+                made: 0,
+                ended: false,
+            });
+        }
+        let dec = match self.whole.as_mut() {
+            Some(d) => d,
+            None => self.whole.insert(BlockDecompressor::new()?),
+        };
+        let mut bytes = Vec::new();
+        dec.decompress(method, src, size, &mut bytes)?;
+        Ok(Current::Whole { bytes, at: 0 })
+    }
+}

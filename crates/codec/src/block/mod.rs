@@ -8,7 +8,7 @@ mod decompressor;
 mod tests;
 
 pub use compressor::BlockCompressor;
-pub use decompressor::BlockDecompressor;
+pub use decompressor::{BlockDecompressor, PartFeed};
 
 use crate::error::CodecError;
 use crate::method::Method;

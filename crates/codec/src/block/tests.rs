@@ -213,3 +213,63 @@ proptest! {
         }
     }
 }
+
+/// Reads `feed` to its end in reads of the sizes in `steps`, cycled.
+fn read_all(feed: &mut PartFeed<'_>, steps: &[usize]) -> Result<Vec<u8>, CodecError> {
+    let mut out = Vec::new();
+    for &step in steps.iter().cycle() {
+        let mut buf = vec![0u8; step];
+        let n = feed.read(&mut buf)?;
+        out.extend_from_slice(&buf[..n]);
+        if n < step {
+            return Ok(out);
+        }
+    }
+    unreachable!("cycle never ends")
+}
+
+#[test]
+fn part_feed_reads_every_method_in_pieces_of_any_size() {
+    let data: Vec<u8> = (0..600_000u32)
+        .map(|i| ((i / 7) % 251) as u8 ^ (i % 13) as u8)
+        .collect();
+    let cuts = [0, 1, 70_000, 70_000, 300_001, 600_000];
+    for spec in specs() {
+        let mut c = BlockCompressor::new(&spec).expect("compressor");
+        let mut stored = Vec::new();
+        for w in cuts.windows(2) {
+            let mut block = Vec::new();
+            c.compress(&data[w[0]..w[1]], &mut block).expect("compress");
+            stored.push((block, w[1] - w[0]));
+        }
+        let parts: Vec<(&[u8], usize)> = stored.iter().map(|(b, n)| (b.as_slice(), *n)).collect();
+        for steps in [&[1usize, 4093][..], &[65_536], &[1 << 20]] {
+            let mut feed = PartFeed::new(spec.method, parts.clone());
+            let out = read_all(&mut feed, steps).expect("read");
+            assert!(out == data, "{spec}: {steps:?}");
+        }
+    }
+}
+
+#[test]
+fn part_feed_refuses_wrong_sizes_truncation_and_trailing_bytes() {
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i % 97) as u8).collect();
+    let spec: Spec = "zstd:3".parse().expect("spec");
+    let mut block = Vec::new();
+    BlockCompressor::new(&spec)
+        .expect("compressor")
+        .compress(&data, &mut block)
+        .expect("compress");
+    let mut trailing = block.clone();
+    trailing.push(0);
+    let cases: [(&[u8], usize); 4] = [
+        (&block, data.len() + 1),
+        (&block, data.len() - 1),
+        (&block[..block.len() - 3], data.len()),
+        (&trailing, data.len()),
+    ];
+    for (i, (src, size)) in cases.into_iter().enumerate() {
+        let mut feed = PartFeed::new(Method::Zstd, vec![(src, size)]);
+        assert!(read_all(&mut feed, &[8192]).is_err(), "case {i} passed");
+    }
+}
