@@ -1,14 +1,14 @@
-//! The self-describing container every archived file is stored in (format version 3; versions
-//! 1, which lacks the WAL records transform, and 2, which stores each stream in one part, are
-//! still read).
+//! The self-describing container every archived file is stored in (format version 4; versions
+//! 1, which lacks the WAL records transform, 2, which stores each stream in one part, and 3,
+//! which has no SHA-256 checkpoint, are still read).
 //!
 //! All integers are little-endian. A container is a header followed by a payload:
 //!
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 8 | magic `PGCZARC` + `\n` ([`MAGIC`]) |
-//! | 8 | 2 | format version, 3 ([`FORMAT_VERSION`]; 1 and 2 are read too) |
-//! | 10 | 2 | flags, 0 (readers reject unknown bits) |
+//! | 8 | 2 | format version, 4 ([`FORMAT_VERSION`]; 1 to 3 are read too) |
+//! | 10 | 2 | flags: [`FLAG_CHECKPOINT`] (version 4 and later); readers reject unknown bits |
 //! | 12 | 4 | header length `H`: bytes from offset 0 to the end of the header checksum |
 //! | 16 | 8 | original size |
 //! | 24 | 32 | SHA-256 of the original |
@@ -21,6 +21,7 @@
 //! | | | method specification, PostgreSQL syntax (`zstd:level=5`) |
 //! | | 24 | WAL transforms only: `xlp_magic` u16, reserved u16, `xlp_tli` u32, `xlp_pageaddr` u64, valid length u64 |
 //! | | 24 | WAL records transform only: first `xl_prev` u64, records u64, lead length u64 ([`SplitInfo`]) |
+//! | | 40 | [`FLAG_CHECKPOINT`] only: offset u64, SHA-256 state after that many bytes of the original ([`crate::sha::Checkpoint`]) |
 //! | | 24 × n | parts: kind u8, role u8, filter u8 (0 none, 1 word-coded, streams of version 2 and later only), reserved u8, CRC-32C of the stored bytes u32, raw length u64, stored length u64 |
 //! | H − 4 | 4 | CRC-32C of bytes 0..H−4 |
 //!
@@ -45,15 +46,15 @@
 use std::str::FromStr;
 
 use codec::Spec;
-use sha2::{Digest, Sha256};
 
 use crate::error::ContainerError;
-use crate::walsplit::{SplitInfo, Stream, STREAMS};
+use crate::sha::Checkpoint;
+use crate::walsplit::{Piece, Source, SplitInfo, Stream, STREAMS};
 
 /// The first eight bytes of every container.
 pub const MAGIC: [u8; 8] = *b"PGCZARC\n";
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 3;
+pub const FORMAT_VERSION: u16 = 4;
 /// The oldest format version this build reads.
 pub const OLDEST_READABLE_VERSION: u16 = 1;
 /// Size of the fixed part of the header.
@@ -64,6 +65,10 @@ pub const PART_LEN: usize = 24;
 pub const WAL_INFO_LEN: usize = 24;
 /// Size of the extra description of the WAL records transform.
 pub const SPLIT_INFO_LEN: usize = 24;
+/// Flag (version 4 and later): the header holds a SHA-256 checkpoint ([`Checkpoint`]).
+pub const FLAG_CHECKPOINT: u16 = 1;
+/// Size of a SHA-256 checkpoint: offset u64, state 32 bytes.
+pub const CHECKPOINT_LEN: usize = 40;
 /// Largest header accepted.
 pub const MAX_HEADER_LEN: usize = 64 * 1024;
 /// Longest original file name.
@@ -232,6 +237,10 @@ pub struct Header {
     pub transform: Transform,
     /// The parts, in order.
     pub parts: Vec<Part>,
+    /// The SHA-256 state partway through the original, so that its hash can be checked on
+    /// two threads (version 4 and later, files of [`crate::sha::CHECKPOINT_MIN_SIZE`] bytes
+    /// and more).
+    pub checkpoint: Option<Checkpoint>,
 }
 
 impl Header {
@@ -242,6 +251,7 @@ impl Header {
             + self.name.len()
             + self.spec.to_string().len()
             + wal
+            + self.checkpoint.map_or(0, |_| CHECKPOINT_LEN)
             + PART_LEN * self.parts.len()
             + 4
     }
@@ -268,7 +278,12 @@ impl Header {
         let mut b = Vec::with_capacity(len);
         b.extend_from_slice(&MAGIC);
         b.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-        b.extend_from_slice(&0u16.to_le_bytes());
+        let flags = if self.checkpoint.is_some() {
+            FLAG_CHECKPOINT
+        } else {
+            0
+        };
+        b.extend_from_slice(&flags.to_le_bytes());
         b.extend_from_slice(&(len as u32).to_le_bytes());
         b.extend_from_slice(&self.original_size.to_le_bytes());
         b.extend_from_slice(&self.sha256);
@@ -290,6 +305,10 @@ impl Header {
             b.extend_from_slice(&s.first_prev.to_le_bytes());
             b.extend_from_slice(&s.records.to_le_bytes());
             b.extend_from_slice(&s.lead_len.to_le_bytes());
+        }
+        if let Some(c) = &self.checkpoint {
+            b.extend_from_slice(&c.offset.to_le_bytes());
+            b.extend_from_slice(&c.state);
         }
         for p in &self.parts {
             b.push(match p.kind {
@@ -325,7 +344,8 @@ impl Header {
             return Err(ContainerError::UnsupportedVersion(version));
         }
         let flags = u16_at(buf, 10);
-        if flags != 0 {
+        let known = if version >= 4 { FLAG_CHECKPOINT } else { 0 };
+        if flags & !known != 0 {
             return Err(ContainerError::UnknownFlags(flags));
         }
         let hlen = u32_at(buf, 12);
@@ -347,11 +367,11 @@ impl Header {
         if stored != computed {
             return Err(ContainerError::HeaderChecksum { stored, computed });
         }
-        Header::parse_checked(h, version).map(|hd| Some((hd, hlen)))
+        Header::parse_checked(h, version, flags).map(|hd| Some((hd, hlen)))
     }
 
     /// Interprets a header whose checksum is correct.
-    fn parse_checked(h: &[u8], version: u16) -> Result<Header, ContainerError> {
+    fn parse_checked(h: &[u8], version: u16, flags: u16) -> Result<Header, ContainerError> {
         let field = |field: &'static str, detail: String| ContainerError::Field { field, detail };
         let original_size = u64_at(h, 16);
         if original_size > MAX_ORIGINAL_SIZE {
@@ -393,7 +413,13 @@ impl Header {
             (2, 2..) => WAL_INFO_LEN + SPLIT_INFO_LEN,
             (t, _) => return Err(field("transform", format!("unknown code {t}"))),
         };
-        let expect = FIXED_LEN + name_len + spec_len + wal_len + PART_LEN * nparts + 4;
+        let checkpoint_len = if flags & FLAG_CHECKPOINT != 0 {
+            CHECKPOINT_LEN
+        } else {
+            0
+        };
+        let expect =
+            FIXED_LEN + name_len + spec_len + wal_len + checkpoint_len + PART_LEN * nparts + 4;
         if expect != h.len() {
             return Err(field(
                 "header length",
@@ -437,6 +463,21 @@ impl Header {
             }
         } else {
             Transform::Plain
+        };
+        let checkpoint = if checkpoint_len > 0 {
+            let offset = u64_at(h, at);
+            if offset % 64 != 0 || offset > original_size {
+                return Err(field(
+                    "SHA-256 checkpoint",
+                    format!("offset {offset} is not a multiple of 64 within the size"),
+                ));
+            }
+            let mut state = [0u8; 32];
+            state.copy_from_slice(&h[at + 8..at + CHECKPOINT_LEN]);
+            at += CHECKPOINT_LEN;
+            Some(Checkpoint { offset, state })
+        } else {
+            None
         };
         let mut parts = Vec::with_capacity(nparts);
         let mut total: u64 = 0;
@@ -498,6 +539,7 @@ impl Header {
             spec,
             transform,
             parts,
+            checkpoint,
         })
     }
 }
@@ -608,37 +650,63 @@ const RESERVE_CAP: usize = 64 << 20;
 /// [`MAX_ORIGINAL_SIZE`]).
 pub fn decode(bytes: &[u8]) -> Result<(Header, Vec<u8>), ContainerError> {
     let (header, out) = decode_unhashed(bytes)?;
-    let actual: [u8; 32] = Sha256::digest(&out).into();
+    check_hash(&header, &out)?;
+    Ok((header, out))
+}
+
+/// Checks the SHA-256 of `out` against the header's, and the checkpoint if there is one.
+fn check_hash(header: &Header, out: &[u8]) -> Result<(), ContainerError> {
+    let mut chain = crate::sha::Chain::new();
+    if let Some(cp) = &header.checkpoint {
+        let first = &out[..(cp.offset as usize).min(out.len())];
+        chain.update(first);
+        let reached = chain.checkpoint();
+        if reached.as_ref().map(|c| c.state) != Some(cp.state) || first.len() as u64 != cp.offset {
+            return Err(ContainerError::HashMismatch {
+                expected: format!("checkpoint {} at byte {}", hex(&cp.state), cp.offset),
+                actual: reached.map_or_else(|| "no checkpoint".into(), |c| hex(&c.state)),
+            });
+        }
+        chain.update(&out[first.len()..]);
+    } else {
+        chain.update(out);
+    }
+    let actual = chain.finalize();
     if actual != header.sha256 {
         return Err(ContainerError::HashMismatch {
             expected: hex(&header.sha256),
             actual: hex(&actual),
         });
     }
-    Ok((header, out))
+    Ok(())
 }
 
 /// [`decode`] without the final SHA-256 check, for a caller that compares the result with
 /// the original bytes instead (the push-time self-check, which hashed those bytes itself).
 pub(crate) fn decode_unhashed(bytes: &[u8]) -> Result<(Header, Vec<u8>), ContainerError> {
-    decode_with(bytes, &mut [])
+    decode_with(bytes, &mut [], true)
 }
 
 /// A consumer of a container's output, piece by piece in order, on a thread of its own.
 pub(crate) type Sink<'s> = &'s mut (dyn FnMut(&[u8]) + Send);
 
-/// [`decode_unhashed`] that also hands the output, in order and in pieces, to each of
-/// `sinks`, each on a thread of its own. For a WAL records container the pieces go out while
-/// the rest of the segment is still being rebuilt, so that hashing and writing it overlap
-/// the rebuilding. When an error is returned, the sinks may have seen part of the output.
+/// Decodes a container without checking the SHA-256 of the result, and hands the output,
+/// in order and in pieces, to each of `sinks`, each on a thread of its own; the output is
+/// also returned when `keep` is set (else the returned vector may be empty). For a WAL
+/// records container the pieces go out while the rest of the segment is still being
+/// rebuilt, so that hashing and writing it overlap the rebuilding, and their memory is used
+/// again once every sink is done with them. When an error is returned, the sinks may have
+/// seen part of the output.
 pub(crate) fn decode_with(
     bytes: &[u8],
     sinks: &mut [Sink<'_>],
+    keep: bool,
 ) -> Result<(Header, Vec<u8>), ContainerError> {
     let Decompressed {
         header,
         parts: mut decoded,
         whole,
+        feeds,
     } = decompress_parts(bytes)?;
     if let Transform::WalRecords(w, s) = &header.transform {
         let mut streams = whole;
@@ -652,56 +720,90 @@ pub(crate) fn decode_with(
                 }
             }
         }
-        let mut out = Vec::new();
-        let after: Vec<(&Part, &[u8])> = header
+        let after: Vec<(&Part, Vec<u8>)> = header
             .parts
             .iter()
-            .zip(&decoded)
+            .zip(decoded)
             .filter(|(p, _)| !matches!(p.role, Role::WalStream(_)))
-            .map(|(p, raw)| (p, raw.as_slice()))
             .collect();
-        let joined = std::thread::scope(|scope| {
+        let mut out = if keep {
+            Vec::with_capacity((header.original_size as usize).min(RESERVE_CAP))
+        } else {
+            Vec::new()
+        };
+        std::thread::scope(|scope| {
+            // Each sink's thread says when it is done with a piece, so that the joiner can
+            // use that memory again.
+            let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
             let mut senders = Vec::with_capacity(sinks.len());
             for sink in sinks.iter_mut() {
-                let (tx, rx) = std::sync::mpsc::channel::<&[u8]>();
+                let (tx, rx) = std::sync::mpsc::channel::<Piece>();
                 senders.push(tx);
+                let done = done_tx.clone();
                 scope.spawn(move || {
                     for piece in rx {
-                        sink(piece);
+                        sink(&piece);
+                        drop(piece);
+                        let _ = done.send(());
                     }
                 });
             }
-            let send = |piece| send_all(&senders, piece);
-            let joined =
-                crate::walsplit::join_into(w.pageaddr, w.valid_len, s, &streams, &mut out, send);
-            if joined.is_ok() {
-                // Stale bytes and zeros after the prefix; their lengths add up to the
-                // original size (checked with the header).
-                for (p, raw) in &after {
-                    match p.kind {
-                        PartKind::Compressed => send(raw),
-                        PartKind::Zeros => {
-                            let mut left = p.raw_len as usize;
-                            while left > 0 {
-                                let n = left.min(ZEROS.len());
-                                send(&ZEROS[..n]);
-                                left -= n;
-                            }
+            drop(done_tx);
+            let mut send = |piece: Piece| {
+                if keep {
+                    out.extend_from_slice(&piece);
+                }
+                for tx in &senders {
+                    let _ = tx.send(piece.clone());
+                }
+            };
+            // The largest fed stream (a segment of pgbench WAL is mostly page images) is
+            // decompressed on a thread of its own, into buffers handed over as they fill;
+            // the other fed streams on this thread as they are read.
+            let method = header.spec.method;
+            let sizes: Vec<usize> = feeds
+                .iter()
+                .map(|p| p.iter().map(|p| p.len).sum())
+                .collect();
+            let helped = (0..STREAMS)
+                .filter(|&st| sizes[st] >= HELPED_MIN)
+                .max_by_key(|&st| sizes[st]);
+            let mut feeds = feeds.into_iter();
+            let sources = std::array::from_fn(|st| {
+                let parts = feeds.next().unwrap_or_default();
+                if parts.is_empty() {
+                    Source::Bytes(&streams[st])
+                } else if helped == Some(st) {
+                    Source::Feed(helped_stream(scope, method, parts), sizes[st])
+                } else {
+                    Source::Feed(fed_stream(method, parts), sizes[st])
+                }
+            });
+            crate::walsplit::join_sources(w.pageaddr, w.valid_len, s, sources, &mut send, || {
+                done_rx.recv().is_ok()
+            })
+            .map_err(|detail| ContainerError::Rebuild { detail })?;
+            drop(streams);
+            // Stale bytes and zeros after the prefix; their lengths add up to the original
+            // size (checked with the header).
+            let mut zeros: Option<Piece> = None;
+            for (p, raw) in after {
+                match p.kind {
+                    PartKind::Compressed => send(Piece::from_vec(raw)),
+                    PartKind::Zeros => {
+                        let zeros =
+                            zeros.get_or_insert_with(|| Piece::from_vec(vec![0; ZEROS_PIECE]));
+                        let mut left = p.raw_len as usize;
+                        while left > 0 {
+                            let piece = zeros.prefix(left);
+                            left -= piece.len();
+                            send(piece);
                         }
                     }
                 }
             }
-            drop(senders);
-            joined
-        });
-        joined.map_err(|detail| ContainerError::Rebuild { detail })?;
-        drop(streams);
-        for (p, raw) in after {
-            match p.kind {
-                PartKind::Zeros => out.resize(out.len() + p.raw_len as usize, 0),
-                PartKind::Compressed => out.extend_from_slice(raw),
-            }
-        }
+            Ok::<_, ContainerError>(())
+        })?;
         return Ok((header, out));
     }
     let out = if let ([p], [raw]) = (header.parts.as_slice(), decoded.as_mut_slice()) {
@@ -728,19 +830,92 @@ pub(crate) fn decode_with(
     Ok((header, out))
 }
 
-/// Sends `piece` to every sink's thread (a thread ends only when its channel closes).
-fn send_all<'a>(senders: &[std::sync::mpsc::Sender<&'a [u8]>], piece: &'a [u8]) {
-    for tx in senders {
-        let _ = tx.send(piece);
+/// Fed streams of at least this many bytes may be decompressed on a thread of their own.
+const HELPED_MIN: usize = 1 << 20;
+
+/// Bytes a helper thread decompresses into one buffer before handing it over.
+const HELPED_PIECE: usize = 256 << 10;
+
+/// Buffers a helper thread may fill ahead of the reader.
+const HELPED_AHEAD: usize = 4;
+
+/// The error for a fed stream whose `n`-th part (counted from 1) failed.
+fn fed_error(parts: &[FedPart<'_>], n: usize, source: codec::CodecError) -> String {
+    let part = parts[n.clamp(1, parts.len()) - 1];
+    ContainerError::Decompress {
+        index: part.index,
+        offset: part.offset as u64,
+        source,
     }
+    .to_string()
 }
 
-/// Zeros handed to sinks for a zero tail, a piece at a time.
-static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+/// The reading end of a fed stream, decompressed here as it is read.
+fn fed_stream<'b>(method: codec::Method, parts: Vec<FedPart<'b>>) -> crate::walsplit::Feed<'b> {
+    let mut feed = codec::PartFeed::new(method, parts.iter().map(|p| (p.stored, p.len)).collect());
+    Box::new(move |out: &mut [u8]| {
+        feed.read(out)
+            .map_err(|source| fed_error(&parts, feed.parts_started(), source))
+    })
+}
+
+/// The reading end of a fed stream decompressed on a thread of its own (spawned in `scope`),
+/// which fills buffers of [`HELPED_PIECE`] bytes, at most [`HELPED_AHEAD`] ahead of the
+/// reader, and gets them back to fill again once read.
+fn helped_stream<'scope, 'b: 'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    method: codec::Method,
+    parts: Vec<FedPart<'b>>,
+) -> crate::walsplit::Feed<'scope> {
+    let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Result<Vec<u8>, String>>(HELPED_AHEAD);
+    let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    scope.spawn(move || {
+        let mut feed =
+            codec::PartFeed::new(method, parts.iter().map(|p| (p.stored, p.len)).collect());
+        loop {
+            let mut buf = empty_rx.try_recv().unwrap_or_default();
+            buf.resize(HELPED_PIECE, 0);
+            match feed.read(&mut buf) {
+                Ok(0) => return,
+                Ok(n) => {
+                    buf.truncate(n);
+                    if full_tx.send(Ok(buf)).is_err() {
+                        return;
+                    }
+                }
+                Err(source) => {
+                    let _ = full_tx.send(Err(fed_error(&parts, feed.parts_started(), source)));
+                    return;
+                }
+            }
+        }
+    });
+    let mut current: Vec<u8> = Vec::new();
+    let mut at = 0;
+    Box::new(move |out: &mut [u8]| {
+        while at == current.len() {
+            match full_rx.recv() {
+                Ok(next) => {
+                    let done = std::mem::replace(&mut current, next?);
+                    let _ = empty_tx.send(done);
+                    at = 0;
+                }
+                Err(_) => return Ok(0),
+            }
+        }
+        let n = (current.len() - at).min(out.len());
+        out[..n].copy_from_slice(&current[at..at + n]);
+        at += n;
+        Ok(n)
+    })
+}
+
+/// Bytes of zeros handed to sinks at a time for a zero tail.
+const ZEROS_PIECE: usize = 64 << 10;
 
 /// Parses the header, checks the length and every part's checksum, then decompresses (and
 /// word-decodes) the parts on two threads.
-fn decompress_parts(bytes: &[u8]) -> Result<Decompressed, ContainerError> {
+fn decompress_parts(bytes: &[u8]) -> Result<Decompressed<'_>, ContainerError> {
     let Some((header, hlen)) = Header::parse(bytes)? else {
         let need = if bytes.len() >= 16 {
             u64::from(u32_at(bytes, 12))
@@ -797,8 +972,15 @@ fn decompress_parts(bytes: &[u8]) -> Result<Decompressed, ContainerError> {
             total[st as usize] += p.raw_len as usize;
         }
     }
+    // Streams compressed with zstd and not word-coded are instead decompressed as the
+    // segment is rebuilt, a window at a time: the rebuilt start of the segment goes to the
+    // sinks (the hash) while the rest is still compressed, and no buffer for the whole
+    // stream is needed.
+    let fed: [bool; STREAMS] =
+        std::array::from_fn(|st| pieces[st] > 0 && !coded[st] && method == codec::Method::Zstd);
+    let mut feeds: [Vec<FedPart<'_>>; STREAMS] = Default::default();
     for st in 0..STREAMS {
-        if pieces[st] > 1 && !coded[st] {
+        if pieces[st] > 1 && !coded[st] && !fed[st] {
             whole[st] = vec![0u8; total[st]];
         }
     }
@@ -807,22 +989,31 @@ fn decompress_parts(bytes: &[u8]) -> Result<Decompressed, ContainerError> {
         .into_iter()
         .map(|(index, off, p, stored)| {
             let dest = match p.role {
+                Role::WalStream(st) if fed[st as usize] => {
+                    feeds[st as usize].push(FedPart {
+                        index,
+                        offset: off,
+                        stored,
+                        len: p.raw_len as usize,
+                    });
+                    Dest::Fed
+                }
                 Role::WalStream(st) if pieces[st as usize] > 1 && !coded[st as usize] => {
                     let rest = std::mem::take(&mut free[st as usize]);
                     let (dest, rest) = rest.split_at_mut(p.raw_len as usize);
                     free[st as usize] = rest;
-                    Some(dest)
+                    Dest::Slice(dest)
                 }
-                _ => None,
+                _ => Dest::Own,
             };
             (index, off, p, stored, dest)
         })
         .collect();
     let decoded = crate::lanes::two_lanes(
         jobs,
-        |&(_, _, p, _, _)| match p.kind {
-            PartKind::Compressed => p.raw_len as usize,
-            PartKind::Zeros => 0,
+        |&(_, _, p, _, ref dest)| match (p.kind, dest) {
+            (PartKind::Compressed, Dest::Slice(_) | Dest::Own) => p.raw_len as usize,
+            _ => 0,
         },
         || {
             codec::BlockDecompressor::new().map_err(|source| ContainerError::Decompress {
@@ -840,9 +1031,13 @@ fn decompress_parts(bytes: &[u8]) -> Result<Decompressed, ContainerError> {
             if p.kind == PartKind::Zeros {
                 return Ok(Vec::new());
             }
-            if let Some(dest) = dest {
-                dec.decompress_into(method, stored, dest).map_err(failed)?;
-                return Ok(Vec::new());
+            match dest {
+                Dest::Fed => return Ok(Vec::new()),
+                Dest::Slice(dest) => {
+                    dec.decompress_into(method, stored, dest).map_err(failed)?;
+                    return Ok(Vec::new());
+                }
+                Dest::Own => {}
             }
             let mut raw = Vec::new();
             dec.decompress(method, stored, p.raw_len as usize, &mut raw)
@@ -862,16 +1057,38 @@ fn decompress_parts(bytes: &[u8]) -> Result<Decompressed, ContainerError> {
         header,
         parts: decoded,
         whole,
+        feeds,
     })
 }
 
+/// Where a part's decompressed bytes go.
+enum Dest<'a> {
+    /// A vector of its own.
+    Own,
+    /// Its place in the buffer of its stream.
+    Slice(&'a mut [u8]),
+    /// Nowhere yet: its stream is decompressed as it is read.
+    Fed,
+}
+
 /// What [`decompress_parts`] returns.
-struct Decompressed {
+struct Decompressed<'b> {
     header: Header,
     /// One output per part: empty for zeros and for the pieces of a stream in `whole`.
     parts: Vec<Vec<u8>>,
     /// Streams stored in several parts and decompressed into one buffer (else empty).
     whole: [Vec<u8>; STREAMS],
+    /// Streams decompressed as they are read: their parts, still compressed.
+    feeds: [Vec<FedPart<'b>>; STREAMS],
+}
+
+/// A part of a stream that is decompressed as it is read.
+#[derive(Clone, Copy)]
+struct FedPart<'b> {
+    index: usize,
+    offset: usize,
+    stored: &'b [u8],
+    len: usize,
 }
 
 /// Lower-case hex of `bytes`.

@@ -12,6 +12,7 @@ pub mod error;
 mod lanes;
 pub mod pack;
 pub mod repo;
+pub mod sha;
 pub mod walsplit;
 pub mod words;
 

@@ -14,12 +14,12 @@
 use std::ops::Range;
 
 use codec::{BlockCompressor, Spec};
-use sha2::{Digest, Sha256};
 use wal::page::{Geometry, PageHeader};
 use wal::{DecoderOptions, Next, Stop, WalDecoder};
 
 use crate::container::{self, check_name, Header, Part, PartKind, Role, Transform, WalInfo};
 use crate::error::ArchiveError;
+use crate::sha::Checkpoint;
 use crate::walsplit::{self, Stream};
 use wal::consts::{LONG_PAGE_HEADER_LEN, SHORT_PAGE_HEADER_LEN};
 
@@ -50,14 +50,17 @@ pub struct Packed {
 /// else (history, backup, partial or unknown files, short or empty files) plain compression.
 /// The SHA-256 of `data` is computed on a second thread while the segment is taken apart.
 pub fn pack(name: &str, data: &[u8], spec: &Spec) -> Result<Packed, ArchiveError> {
-    let (candidate, sha256) = pack_records(name, data, spec)?;
+    let (candidate, hash) = pack_records(name, data, spec)?;
     if let Some(packed) = candidate {
         if self_check(&packed.bytes, data).is_ok() {
             return Ok(packed);
         }
     }
-    pack_fallback(name, data, sha256, spec)
+    pack_fallback(name, data, hash, spec)
 }
+
+/// The SHA-256 of a file and its checkpoint ([`crate::sha::digest`]).
+pub(crate) type Hash = ([u8; 32], Option<Checkpoint>);
 
 /// The WAL records container of `data` if it is a whole segment, not yet checked (see
 /// [`self_check`]), and the SHA-256 of `data`, computed on a second thread meanwhile.
@@ -65,7 +68,7 @@ pub(crate) fn pack_records(
     name: &str,
     data: &[u8],
     spec: &Spec,
-) -> Result<(Option<Packed>, [u8; 32]), ArchiveError> {
+) -> Result<(Option<Packed>, Hash), ArchiveError> {
     check_name(name).map_err(|reason| ArchiveError::InvalidName {
         name: name.into(),
         reason,
@@ -77,16 +80,16 @@ pub(crate) fn pack_records(
             max: container::MAX_ORIGINAL_SIZE,
         });
     }
-    let (sha256, split) = std::thread::scope(|scope| {
-        let hasher = scope.spawn(|| -> [u8; 32] { Sha256::digest(data).into() });
+    let (hash, split) = std::thread::scope(|scope| {
+        let hasher = scope.spawn(|| crate::sha::digest(data));
         let split = records_split(data);
         (hasher.join().expect("hash thread panicked"), split)
     });
     let Some((info, split, zeros_from)) = split else {
-        return Ok((None, sha256));
+        return Ok((None, hash));
     };
-    let packed = build_records(name, data, sha256, spec, info, split, zeros_from)?;
-    Ok((Some(packed), sha256))
+    let packed = build_records(name, data, hash, spec, info, split, zeros_from)?;
+    Ok((Some(packed), hash))
 }
 
 /// What [`pack`] falls back to when the records transform does not apply or does not check
@@ -94,7 +97,7 @@ pub(crate) fn pack_records(
 pub(crate) fn pack_fallback(
     name: &str,
     data: &[u8],
-    sha256: [u8; 32],
+    hash: Hash,
     spec: &Spec,
 ) -> Result<Packed, ArchiveError> {
     let mut compressor = BlockCompressor::new(spec).map_err(|source| ArchiveError::Codec {
@@ -105,7 +108,7 @@ pub(crate) fn pack_fallback(
         let packed = build(
             name,
             data,
-            sha256,
+            hash,
             &mut compressor,
             Transform::Wal(info),
             &layout,
@@ -116,14 +119,7 @@ pub(crate) fn pack_fallback(
     }
     let whole = [(Role::Whole, 0..data.len())];
     let layout: &[(Role, Range<usize>)] = if data.is_empty() { &[] } else { &whole };
-    let packed = build(
-        name,
-        data,
-        sha256,
-        &mut compressor,
-        Transform::Plain,
-        layout,
-    )?;
+    let packed = build(name, data, hash, &mut compressor, Transform::Plain, layout)?;
     self_check(&packed.bytes, data).map_err(|source| ArchiveError::SelfCheck {
         name: name.into(),
         source,
@@ -148,7 +144,7 @@ pub(crate) fn self_check(bytes: &[u8], data: &[u8]) -> Result<(), crate::error::
 fn build(
     name: &str,
     data: &[u8],
-    sha256: [u8; 32],
+    (sha256, checkpoint): Hash,
     compressor: &mut BlockCompressor,
     transform: Transform,
     layout: &[(Role, Range<usize>)],
@@ -192,6 +188,7 @@ fn build(
         spec: *compressor.spec(),
         transform,
         parts,
+        checkpoint,
     };
     let mut bytes = header.encode();
     bytes.extend_from_slice(&payload);
@@ -240,7 +237,7 @@ pub fn records_split(data: &[u8]) -> Option<(WalInfo, walsplit::Split, usize)> {
 fn build_records(
     name: &str,
     data: &[u8],
-    sha256: [u8; 32],
+    (sha256, checkpoint): Hash,
     spec: &Spec,
     info: WalInfo,
     split: walsplit::Split,
@@ -293,6 +290,7 @@ fn build_records(
         spec: *spec,
         transform: Transform::WalRecords(info, split.info),
         parts,
+        checkpoint,
     };
     let mut bytes = header.encode();
     bytes.extend_from_slice(&payload);

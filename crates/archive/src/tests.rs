@@ -282,3 +282,41 @@ fn a_failed_check_publishes_nothing() {
         b"bytes"
     );
 }
+
+#[test]
+fn a_large_file_is_hashed_in_two_halves_and_a_wrong_checkpoint_is_caught() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = Repository::local(dir.path().join("repo"));
+    let data = noise(6 << 20, 7);
+    let src = dir.path().join("big");
+    std::fs::write(&src, &data).expect("write");
+    let PushOutcome::Stored(header) = repo.push(&src, "big", &spec()).expect("push") else {
+        panic!("not stored");
+    };
+    let cp = header.checkpoint.expect("a 6 MB file has a checkpoint");
+    assert_eq!(cp.offset, 3 << 20);
+    let dest = dir.path().join("out");
+    repo.get("big", &dest).expect("get");
+    assert!(std::fs::read(&dest).expect("read") == data);
+    std::fs::remove_file(&dest).expect("rm");
+    // A container whose checkpoint does not belong to the file (its header checksum made
+    // right again) restores nothing, and verify says so too.
+    let path = dir.path().join("repo").join(crate::repo::key_of("big"));
+    let mut c = std::fs::read(&path).expect("read container");
+    let hlen = u32::from_le_bytes(c[12..16].try_into().expect("4 bytes")) as usize;
+    let at = c[..hlen - 4]
+        .windows(32)
+        .position(|w| w == cp.state)
+        .expect("checkpoint state in the header");
+    c[at] ^= 0x40;
+    let crc = crc32c::crc32c(&c[..hlen - 4]);
+    c[hlen - 4..hlen].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&path, &c).expect("write container");
+    let err = repo
+        .get("big", &dest)
+        .expect_err("a wrong checkpoint fails");
+    assert!(err.to_string().contains("checkpoint"), "{err}");
+    assert!(!dest.exists());
+    assert!(repo.verify_one("big").is_err());
+    assert!(decode(&c).is_err());
+}

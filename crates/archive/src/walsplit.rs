@@ -28,12 +28,15 @@
 //! length against what is present before copying or allocating, and fails with a message
 //! instead of panicking.
 
+use std::sync::Arc;
 use wal::consts::{
     LONG_PAGE_HEADER_LEN, RECORD_HEADER_LEN, SHORT_PAGE_HEADER_LEN, XLP_FIRST_IS_CONTRECORD,
     XLP_LONG_HEADER,
 };
 use wal::page::PageHeader;
-use wal::record::{decode_body, record_crc, Body};
+
+use wal::consts::RECORD_CRC_OFFSET;
+use wal::record::{decode_block_headers, decode_body, record_crc, Body};
 
 /// Number of streams.
 pub const STREAMS: usize = 9;
@@ -372,32 +375,132 @@ fn payload_start(body: &Body) -> usize {
         .map_or(body.main_data.start, |b| b.image_range.start)
 }
 
+/// Where a stream's bytes come from while [`join_sources`] reads it back.
+pub enum Source<'a> {
+    /// The whole stream, at hand.
+    Bytes(&'a [u8]),
+    /// Read as it is decompressed, and the stream's length: each call fills as much of
+    /// the buffer as it can and says how much (0 only at the end).
+    Feed(Feed<'a>, usize),
+}
+
+/// The reading end of a stream being decompressed, for [`Source::Feed`].
+pub type Feed<'a> = Box<dyn FnMut(&mut [u8]) -> Result<usize, String> + 'a>;
+
+/// Bytes a fed stream is decompressed ahead of what is taken from it, at least.
+const FEED_READ: usize = 256 << 10;
+
 /// A stream being read back.
 struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
+    src: Src<'a>,
     stream: Stream,
+    /// The stream's length.
+    total: usize,
+    /// Bytes not taken yet.
+    left: usize,
+}
+
+enum Src<'a> {
+    Bytes {
+        bytes: &'a [u8],
+        pos: usize,
+    },
+    /// `buf[pos..filled]` is decompressed and not taken yet.
+    Feed {
+        feed: Feed<'a>,
+        buf: Vec<u8>,
+        pos: usize,
+        filled: usize,
+    },
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        if self.bytes.len() - self.pos < n {
+    fn new(source: Source<'a>, stream: Stream) -> Reader<'a> {
+        let (src, total) = match source {
+            Source::Bytes(bytes) => (Src::Bytes { bytes, pos: 0 }, bytes.len()),
+            Source::Feed(feed, total) => (
+                Src::Feed {
+                    feed,
+                    buf: Vec::new(),
+                    pos: 0,
+                    filled: 0,
+                },
+                total,
+            ),
+        };
+        Reader {
+            src,
+            stream,
+            total,
+            left: total,
+        }
+    }
+
+    /// The next `n` bytes (at most what is left), without taking them.
+    fn peek(&mut self, n: usize) -> Result<&[u8], String> {
+        let n = n.min(self.left);
+        match &mut self.src {
+            Src::Bytes { bytes, pos } => Ok(&bytes[*pos..*pos + n]),
+            Src::Feed {
+                feed,
+                buf,
+                pos,
+                filled,
+            } => {
+                if *filled - *pos < n {
+                    buf.copy_within(*pos..*filled, 0);
+                    *filled -= *pos;
+                    *pos = 0;
+                    let target = n.max(FEED_READ).min(self.left);
+                    if buf.len() < target {
+                        buf.resize(target, 0);
+                    }
+                    while *filled < target {
+                        let k = feed(&mut buf[*filled..target])
+                            .map_err(|e| format!("{} stream: {e}", self.stream.name()))?;
+                        if k == 0 {
+                            return Err(format!(
+                                "{} stream: its parts hold less than its length",
+                                self.stream.name()
+                            ));
+                        }
+                        *filled += k;
+                    }
+                }
+                Ok(&buf[*pos..*pos + n])
+            }
+        }
+    }
+
+    fn take(&mut self, n: usize) -> Result<&[u8], String> {
+        if self.left < n {
             return Err(format!(
                 "{} stream ends early: {} bytes needed at {}, {} present",
                 self.stream.name(),
                 n,
-                self.pos,
-                self.bytes.len()
+                self.total - self.left,
+                self.total
             ));
         }
-        let s = &self.bytes[self.pos..self.pos + n];
-        self.pos += n;
+        self.peek(n)?;
+        self.left -= n;
+        let (src, pos) = match &mut self.src {
+            Src::Bytes { bytes, pos } => (*bytes, pos),
+            Src::Feed { buf, pos, .. } => (buf.as_slice(), pos),
+        };
+        let s = &src[*pos..*pos + n];
+        *pos += n;
         Ok(s)
     }
 
     fn left(&self) -> usize {
-        self.bytes.len() - self.pos
+        self.left
     }
+}
+
+/// The first four bytes of `b`, which has at least four.
+fn four(b: &[u8]) -> [u8; 4] {
+    [b[0], b[1], b[2], b[3]]
 }
 
 /// Rebuilds the valid prefix, `valid_len` bytes of a segment that starts at `seg_start`.
@@ -410,36 +513,95 @@ pub fn join(
     streams: &[Vec<u8>; STREAMS],
 ) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
-    join_into(seg_start, valid_len, info, streams, &mut out, |_| {})?;
+    join_into(
+        seg_start,
+        valid_len,
+        info,
+        streams,
+        |piece| out.extend_from_slice(&piece),
+        || false,
+    )?;
     Ok(out)
 }
 
-/// Bytes [`join_into`] rebuilds before it hands them on, at least (except at the end).
-const RELEASE_EVERY: usize = 256 << 10;
+/// Bytes of the segment in one [`Piece`]: a multiple of every WAL block size.
+const CHUNK: usize = 256 << 10;
 
-/// [`join`] into `out`, handing every finished piece of the prefix to `ready` as soon as
-/// nothing will change in it any more (in order, in pieces of whole pages, together
-/// `valid_len` bytes), so that a consumer on another thread can hash or write the start of
-/// the segment while the rest is rebuilt. On an error some pieces may have been handed on
-/// already; the caller must then discard what it made of them.
-pub fn join_into<'o>(
+/// Chunks [`join_into`] keeps before it waits for its consumers to let one go, unless a
+/// record needs more.
+const CHUNKS_IN_FLIGHT: usize = 12;
+
+/// A finished piece of a rebuilt segment, shared with the consumers it is handed to. Its
+/// memory goes back to [`join_into`] for the next piece once every copy is dropped.
+#[derive(Clone, Debug)]
+pub struct Piece {
+    chunk: Arc<Vec<u8>>,
+    len: usize,
+}
+
+impl Piece {
+    /// A piece that owns `bytes` (for what follows the rebuilt prefix).
+    pub fn from_vec(bytes: Vec<u8>) -> Piece {
+        let len = bytes.len();
+        Piece {
+            chunk: Arc::new(bytes),
+            len,
+        }
+    }
+
+    /// The first `len` bytes of `self` (at most its length), sharing its memory.
+    pub fn prefix(&self, len: usize) -> Piece {
+        Piece {
+            chunk: Arc::clone(&self.chunk),
+            len: len.min(self.len),
+        }
+    }
+}
+
+impl std::ops::Deref for Piece {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.chunk[..self.len]
+    }
+}
+
+/// [`join`], handing the prefix to `ready` in order, in finished pieces that start on page
+/// boundaries (together `valid_len` bytes), instead of building it in one buffer: a
+/// consumer on another thread can hash or write the start of the segment while the rest is
+/// rebuilt, and the memory of a piece is used again once every copy of it is dropped. When
+/// [`CHUNKS_IN_FLIGHT`] pieces are still held, `wait` is called until one is let go (it
+/// should block until a consumer drops a piece). On an error some pieces may have been
+/// handed on already; the caller must then discard what it made of them.
+pub fn join_into(
     seg_start: u64,
     valid_len: u64,
     info: &SplitInfo,
     streams: &[Vec<u8>; STREAMS],
-    out: &'o mut Vec<u8>,
-    mut ready: impl FnMut(&'o [u8]),
+    ready: impl FnMut(Piece),
+    wait: impl FnMut() -> bool,
 ) -> Result<(), String> {
-    let mut r: Vec<Reader<'_>> = Stream::ALL
-        .iter()
-        .map(|&s| Reader {
-            bytes: &streams[s as usize],
-            pos: 0,
-            stream: s,
-        })
+    let sources = std::array::from_fn(|i| Source::Bytes(&streams[i]));
+    join_sources(seg_start, valid_len, info, sources, ready, wait)
+}
+
+/// [`join_into`] from streams that may be decompressed as they are read.
+pub fn join_sources(
+    seg_start: u64,
+    valid_len: u64,
+    info: &SplitInfo,
+    sources: [Source<'_>; STREAMS],
+    mut ready: impl FnMut(Piece),
+    mut wait: impl FnMut() -> bool,
+) -> Result<(), String> {
+    let mut r: Vec<Reader<'_>> = sources
+        .into_iter()
+        .zip(Stream::ALL)
+        .map(|(source, s)| Reader::new(source, s))
         .collect();
-    let available: usize = streams.iter().map(Vec::len).sum();
-    let first_bytes = r[Stream::PageHeaders as usize].take(LONG_PAGE_HEADER_LEN)?;
+    let available: usize = r.iter().map(|s| s.total).sum();
+    let mut first_bytes = [0u8; LONG_PAGE_HEADER_LEN];
+    first_bytes.copy_from_slice(r[Stream::PageHeaders as usize].take(LONG_PAGE_HEADER_LEN)?);
+    let first_bytes = &first_bytes[..];
     let first = PageHeader::parse(first_bytes).ok_or("first page header does not parse")?;
     let long = first.long.ok_or("first page header is not a long header")?;
     let blcksz = long.xlog_blcksz as usize;
@@ -463,10 +625,10 @@ pub fn join_into<'o>(
     // Content is the streams' bytes plus 12 regenerated bytes per record plus padding: a
     // claimed length far beyond that is refused before anything is reserved.
     let records = usize::try_from(info.records).map_err(|_| "record count too large")?;
-    if streams[Stream::RecLen as usize].len() / 4 != records {
+    if r[Stream::RecLen as usize].total / 4 != records {
         return Err(format!(
             "{records} records claimed, the length stream holds {}",
-            streams[Stream::RecLen as usize].len() / 4
+            r[Stream::RecLen as usize].total / 4
         ));
     }
     let bound =
@@ -482,20 +644,21 @@ pub fn join_into<'o>(
             "lead of {lead_len} bytes is longer than the content"
         ));
     }
-    // The segment is written in place: content at its offsets between the page headers,
-    // whose slots are filled as the pages are finished. Padding is the zeros the buffer
-    // starts with.
-    *out = vec![0u8; valid_len];
-    let mut w = Finished {
-        rest: out.as_mut_slice(),
-        base: 0,
+    // The segment is written chunk by chunk: content at its offsets between the page
+    // headers, whose slots are filled as the pages are finished. Chunks are used again, so
+    // every byte is written: lead, records, their padding, tail and page headers.
+    let mut w = Window {
+        chunks: std::collections::VecDeque::new(),
+        first: 0,
+        end: valid_len,
+        lent: Vec::new(),
         next_page: 1,
         cursor: 0,
         spans: Spans(Vec::new()),
     };
-    w.rest[..LONG_PAGE_HEADER_LEN].copy_from_slice(first_bytes);
+    w.put(0, first_bytes, &mut wait);
     let lead = r[Stream::Raw as usize].take(lead_len)?;
-    w.write(&pages, 0, lead);
+    w.write(&pages, 0, lead, &mut wait);
     let rem = if first.info & XLP_FIRST_IS_CONTRECORD != 0 {
         first.rem_len as usize
     } else {
@@ -505,18 +668,12 @@ pub fn join_into<'o>(
         w.spans.0.push((0, rem));
     }
     let mut body = Body::default();
-    let mut rec: Vec<u8> = Vec::new();
     let mut prev_pos: Option<usize> = None;
     let mut pos = lead_len;
     for i in 0..records {
-        let tot = u32::from_le_bytes(
-            r[Stream::RecLen as usize]
-                .take(4)?
-                .try_into()
-                .map_err(|_| "record length")?,
-        ) as usize;
-        let xid = r[Stream::RecXid as usize].take(4)?;
-        let inf = r[Stream::RecInfo as usize].take(4)?;
+        let tot = u32::from_le_bytes(four(r[Stream::RecLen as usize].take(4)?)) as usize;
+        let xid = four(r[Stream::RecXid as usize].take(4)?);
+        let inf = four(r[Stream::RecInfo as usize].take(4)?);
         if tot < RECORD_HEADER_LEN || tot > content_len - pos {
             return Err(format!(
                 "record {i}: length {tot} does not fit the {} bytes of content left",
@@ -541,47 +698,72 @@ pub fn join_into<'o>(
             None => info.first_prev,
             Some(pp) => pages.lsn_of(pp),
         };
-        rec.clear();
-        rec.extend_from_slice(&(tot as u32).to_le_bytes());
-        rec.extend_from_slice(xid);
-        rec.extend_from_slice(&prev.to_le_bytes());
-        rec.extend_from_slice(inf);
-        rec.extend_from_slice(&[0; 4]);
         // The block headers' length is known once they are parsed: parse them from as many
-        // stream bytes as the record could hold, then keep only what they occupy.
-        let bh = &r[Stream::BlockHeaders as usize];
-        let avail = (tot - RECORD_HEADER_LEN).min(bh.left());
-        rec.extend_from_slice(&bh.bytes[bh.pos..bh.pos + avail]);
-        rec.resize(tot, 0);
-        decode_body(&rec, blcksz, &mut body)
+        // stream bytes as the record could hold, then take only what they occupy.
+        let headers = r[Stream::BlockHeaders as usize].peek(tot - RECORD_HEADER_LEN)?;
+        let avail = headers.len();
+        decode_block_headers(headers, tot - RECORD_HEADER_LEN, blcksz, &mut body)
             .map_err(|e| format!("record {i} at content offset {pos}: {e}"))?;
         let payload = payload_start(&body);
         if payload - RECORD_HEADER_LEN > avail {
             return Err(format!("record {i}: block headers run past their stream"));
         }
-        rec.truncate(payload);
-        r[Stream::BlockHeaders as usize].take(payload - RECORD_HEADER_LEN)?;
+        // The body goes straight to its place, its CRC-32C computed on the way; the header,
+        // which the CRC ends with, goes last.
+        let mut at = pos + RECORD_HEADER_LEN;
+        let mut crc = 0;
+        let mut put = |bytes: &[u8], w: &mut Window| {
+            w.write(&pages, at, bytes, &mut wait);
+            crc = crc32c::crc32c_append(crc, bytes);
+            at += bytes.len();
+        };
+        put(
+            r[Stream::BlockHeaders as usize].take(payload - RECORD_HEADER_LEN)?,
+            &mut w,
+        );
         for b in &body.blocks {
-            rec.extend_from_slice(r[Stream::Images as usize].take(b.image_range.len())?);
-            rec.extend_from_slice(r[Stream::BlockData as usize].take(b.data_range.len())?);
+            put(
+                r[Stream::Images as usize].take(b.image_range.len())?,
+                &mut w,
+            );
+            put(
+                r[Stream::BlockData as usize].take(b.data_range.len())?,
+                &mut w,
+            );
         }
-        rec.extend_from_slice(r[Stream::MainData as usize].take(body.main_data.len())?);
-        debug_assert_eq!(rec.len(), tot);
-        let crc = record_crc(&rec);
-        rec[20..24].copy_from_slice(&crc.to_le_bytes());
-        w.write(&pages, pos, &rec);
+        put(
+            r[Stream::MainData as usize].take(body.main_data.len())?,
+            &mut w,
+        );
+        debug_assert_eq!(at, pos + tot);
+        let mut header = [0u8; RECORD_HEADER_LEN];
+        header[0..4].copy_from_slice(&(tot as u32).to_le_bytes());
+        header[4..8].copy_from_slice(&xid);
+        header[8..16].copy_from_slice(&prev.to_le_bytes());
+        header[16..20].copy_from_slice(&inf);
+        let crc = crc32c::crc32c_append(crc, &header[..RECORD_CRC_OFFSET]);
+        header[20..24].copy_from_slice(&crc.to_le_bytes());
+        w.write(&pages, pos, &header, &mut wait);
         w.spans.0.push((pos, tot));
         prev_pos = Some(pos);
-        pos = maxalign(pos + tot).min(content_len);
+        let next = maxalign(pos + tot).min(content_len);
+        w.write(
+            &pages,
+            pos + tot,
+            &[0; MAXALIGN][..next - pos - tot],
+            &mut wait,
+        );
+        pos = next;
         // Everything before the page the next record starts in is final.
         let upto = pages.data_offset(pos) / blcksz * blcksz;
-        if upto >= w.base + RELEASE_EVERY {
+        if upto >= w.first + CHUNK {
             w.release(
                 &pages,
                 &first,
                 upto,
                 &mut r[Stream::PageHeaders as usize],
                 &mut ready,
+                &mut wait,
             )?;
         }
     }
@@ -593,7 +775,7 @@ pub fn join_into<'o>(
             pos + tail.len()
         ));
     }
-    w.write(&pages, pos, tail);
+    w.write(&pages, pos, tail, &mut wait);
     if tail.len() >= 4 {
         w.spans.0.push((
             pos,
@@ -622,17 +804,23 @@ pub fn join_into<'o>(
         valid_len,
         &mut r[Stream::PageHeaders as usize],
         &mut ready,
+        &mut wait,
     )?;
     Ok(())
 }
 
-/// The part of the segment [`join_into`] is still writing, and what it needs to finish
-/// pages: page headers are filled in order as the content before them is final.
-struct Finished<'o> {
-    /// The segment from `base` on.
-    rest: &'o mut [u8],
-    /// Segment offset of `rest[0]` (a page boundary, or 0).
-    base: usize,
+/// The part of the segment [`join_into`] is still writing, in chunks of [`CHUNK`] bytes,
+/// and what it needs to finish pages: page headers are filled in order as the content before
+/// them is final.
+struct Window {
+    /// Chunks from segment offset `first` on.
+    chunks: std::collections::VecDeque<Arc<Vec<u8>>>,
+    /// Segment offset of `chunks[0]` (a multiple of [`CHUNK`]).
+    first: usize,
+    /// The valid length: the last chunk is cut there.
+    end: usize,
+    /// Chunks handed out in pieces, to use again once every copy is dropped.
+    lent: Vec<Arc<Vec<u8>>>,
     /// The first page whose header is not filled yet (page 0's is copied at the start).
     next_page: usize,
     /// [`Spans::rem_at`]'s cursor.
@@ -641,26 +829,61 @@ struct Finished<'o> {
     spans: Spans,
 }
 
-impl<'o> Finished<'o> {
-    /// Writes content bytes at content offset `pos` (at or after `base`).
-    fn write(&mut self, pages: &Pages, pos: usize, bytes: &[u8]) {
-        let (rest, base) = (&mut *self.rest, self.base);
+impl Window {
+    /// A chunk to write into: one whose pieces have all been dropped, else a new one while
+    /// fewer than [`CHUNKS_IN_FLIGHT`] are out (or none is out: a record may need more),
+    /// else the first to come back after `wait` (or a new one if `wait` says none will).
+    fn fresh_chunk(&mut self, wait: &mut impl FnMut() -> bool) -> Arc<Vec<u8>> {
+        loop {
+            if let Some(i) = self.lent.iter().position(|c| Arc::strong_count(c) == 1) {
+                return self.lent.swap_remove(i);
+            }
+            if self.lent.len() + self.chunks.len() < CHUNKS_IN_FLIGHT
+                || self.lent.is_empty()
+                || !wait()
+            {
+                return Arc::new(vec![0u8; CHUNK]);
+            }
+        }
+    }
+
+    /// Writes `bytes` at segment offset `off` (at or after `first`, before `end`).
+    fn put(&mut self, off: usize, bytes: &[u8], wait: &mut impl FnMut() -> bool) {
+        let (mut off, mut bytes) = (off - self.first, bytes);
+        while !bytes.is_empty() {
+            let (c, o) = (off / CHUNK, off % CHUNK);
+            while self.chunks.len() <= c {
+                let chunk = self.fresh_chunk(wait);
+                self.chunks.push_back(chunk);
+            }
+            let n = (CHUNK - o).min(bytes.len());
+            let chunk =
+                Arc::get_mut(&mut self.chunks[c]).expect("a chunk being written is not lent");
+            chunk[o..o + n].copy_from_slice(&bytes[..n]);
+            bytes = &bytes[n..];
+            off += n;
+        }
+    }
+
+    /// Writes content bytes at content offset `pos`.
+    fn write(&mut self, pages: &Pages, pos: usize, bytes: &[u8], wait: &mut impl FnMut() -> bool) {
         let mut at = 0;
         pages.runs(pos, bytes.len(), |o, n| {
-            rest[o - base..o - base + n].copy_from_slice(&bytes[at..at + n]);
+            self.put(o, &bytes[at..at + n], wait);
             at += n;
         });
     }
 
     /// Fills the headers of the pages that start before `upto` (a page boundary, or the end)
-    /// and hands `base..upto` to `ready`.
+    /// and hands every chunk that is then finished to `ready` (the last one cut at `end`).
     fn release(
         &mut self,
         pages: &Pages,
         first: &PageHeader,
         upto: usize,
         headers: &mut Reader<'_>,
-        ready: &mut impl FnMut(&'o [u8]),
+        ready: &mut impl FnMut(Piece),
+        wait: &mut impl FnMut() -> bool,
     ) -> Result<(), String> {
         while self.next_page * pages.blcksz < upto {
             let p = self.next_page;
@@ -671,21 +894,24 @@ impl<'o> Finished<'o> {
                 p,
                 self.spans.rem_at(pages, p, &mut self.cursor),
             );
-            let off = p * pages.blcksz - self.base;
-            for ((o, a), b) in self.rest[off..off + SHORT_PAGE_HEADER_LEN]
-                .iter_mut()
-                .zip(stored)
-                .zip(predicted)
-            {
+            let mut h = [0u8; SHORT_PAGE_HEADER_LEN];
+            for ((o, a), b) in h.iter_mut().zip(stored).zip(predicted) {
                 *o = a ^ b;
             }
+            self.put(p * pages.blcksz, &h, wait);
             self.next_page += 1;
         }
-        let (done, rest) = std::mem::take(&mut self.rest).split_at_mut(upto - self.base);
-        self.rest = rest;
-        self.base = upto;
-        if !done.is_empty() {
-            ready(done);
+        while self.first < upto && (self.first + CHUNK <= upto || upto == self.end) {
+            let Some(chunk) = self.chunks.pop_front() else {
+                break;
+            };
+            let len = CHUNK.min(self.end - self.first);
+            ready(Piece {
+                chunk: Arc::clone(&chunk),
+                len,
+            });
+            self.lent.push(chunk);
+            self.first += CHUNK;
         }
         Ok(())
     }

@@ -206,7 +206,7 @@ impl Repository {
         // A WAL segment's container is written (and fsynced) while it is checked by decoding
         // it; it is published only if the check passes. Anything else, or a container that
         // fails the check, goes the checked fallback way.
-        let (candidate, sha256) = pack_records(name, &data, spec)?;
+        let (candidate, hash) = pack_records(name, &data, spec)?;
         let mut published = None;
         if let Some(packed) = candidate {
             let check = |bytes: &[u8]| {
@@ -224,7 +224,7 @@ impl Repository {
         let (created, header) = match published {
             Some(p) => p,
             None => {
-                let packed = pack_fallback(name, &data, sha256, spec)?;
+                let packed = pack_fallback(name, &data, hash, spec)?;
                 drop(data);
                 (self.store.create(&key, packed.bytes)?, packed.header)
             }
@@ -233,7 +233,7 @@ impl Repository {
             return Ok(PushOutcome::Stored(header));
         }
         // A concurrent push of the same name won the race.
-        match self.compare_existing(name, &key, || sha256)? {
+        match self.compare_existing(name, &key, || hash.0)? {
             Some(outcome) => Ok(outcome),
             None => Err(ArchiveError::Store {
                 what: format!("publishing {key} in"),
@@ -300,21 +300,64 @@ impl Repository {
             source,
         };
         // The output is written to a temporary file and hashed, each on a thread of its own,
-        // as it is rebuilt; the file gets its name only if the hash matches.
+        // as it is rebuilt; the file gets its name only if the hash matches. With a checkpoint
+        // in the header, two threads hash the two halves at the same time.
+        let checkpoint = match container::Header::parse(&bytes) {
+            Ok(Some((h, _))) => h.checkpoint,
+            _ => None,
+        };
         write_checked(dest, fsync, |file, tmp| {
-            let mut hasher = Sha256::new();
+            let mut first = crate::sha::Chain::new();
+            let mut second = checkpoint.as_ref().map(crate::sha::Chain::resume);
+            let split = checkpoint.map_or(u64::MAX, |c| c.offset);
+            let (mut at_first, mut at_second) = (0u64, 0u64);
             let mut written: std::io::Result<()> = Ok(());
-            let mut hash = |piece: &[u8]| hasher.update(piece);
+            let mut hash_first = |piece: &[u8]| {
+                let n = split.saturating_sub(at_first).min(piece.len() as u64) as usize;
+                first.update(&piece[..n]);
+                at_first += piece.len() as u64;
+            };
+            let mut hash_second = |piece: &[u8]| {
+                let skip = split.saturating_sub(at_second).min(piece.len() as u64) as usize;
+                if let Some(c) = second.as_mut() {
+                    c.update(&piece[skip..]);
+                }
+                at_second += piece.len() as u64;
+            };
             let mut write = |piece: &[u8]| {
                 if written.is_ok() {
                     written = file.write_all(piece);
                 }
             };
-            let (header, _) = container::decode_with(&bytes, &mut [&mut hash, &mut write])
+            let mut sinks: Vec<container::Sink<'_>> = vec![&mut hash_first, &mut write];
+            if checkpoint.is_some() {
+                sinks.push(&mut hash_second);
+            }
+            let (header, _) = container::decode_with(&bytes, &mut sinks, false)
                 .and_then(|(h, data)| Ok((check_same_name(name, h)?, data)))
                 .map_err(corrupt)?;
+            drop(sinks);
             written.map_err(ArchiveError::io("writing", tmp))?;
-            let actual: [u8; 32] = hasher.finalize().into();
+            let actual = match (&header.checkpoint, second) {
+                (Some(cp), Some(second)) => {
+                    let reached = first.checkpoint();
+                    if reached.map(|c| c.state) != Some(cp.state) || at_first < cp.offset {
+                        return Err(corrupt(ContainerError::HashMismatch {
+                            expected: format!(
+                                "checkpoint {} at byte {}",
+                                container::hex(&cp.state),
+                                cp.offset
+                            ),
+                            actual: reached.map_or_else(
+                                || "no checkpoint".into(),
+                                |c| container::hex(&c.state),
+                            ),
+                        }));
+                    }
+                    second.finalize()
+                }
+                _ => first.finalize(),
+            };
             if actual != header.sha256 {
                 return Err(corrupt(ContainerError::HashMismatch {
                     expected: container::hex(&header.sha256),
