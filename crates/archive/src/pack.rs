@@ -131,8 +131,15 @@ pub(crate) fn pack_fallback(
 pub(crate) fn self_check(bytes: &[u8], data: &[u8]) -> Result<(), crate::error::ContainerError> {
     // The header's SHA-256 is the original's (computed by the caller), so comparing the
     // decoded bytes with the original checks everything the hash would, and more cheaply.
-    let (header, decoded) = container::decode_unhashed(bytes)?;
-    if decoded != data {
+    // They are compared piece by piece as they are rebuilt, never gathered.
+    let mut at = 0usize;
+    let mut same = true;
+    let mut compare = |piece: &[u8]| {
+        same = same && data.get(at..at + piece.len()) == Some(piece);
+        at += piece.len();
+    };
+    let (header, _) = container::decode_with(bytes, &mut [&mut compare], false)?;
+    if !same || at != data.len() {
         return Err(crate::error::ContainerError::HashMismatch {
             expected: container::hex(&header.sha256),
             actual: "different bytes".into(),

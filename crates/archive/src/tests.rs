@@ -320,3 +320,17 @@ fn a_large_file_is_hashed_in_two_halves_and_a_wrong_checkpoint_is_caught() {
     assert!(repo.verify_one("big").is_err());
     assert!(decode(&c).is_err());
 }
+
+#[test]
+fn the_self_check_compares_every_byte() {
+    let data = noise(5 << 20, 11);
+    let packed = pack("f", &data, &spec()).expect("pack");
+    assert!(crate::pack::self_check(&packed.bytes, &data).is_ok());
+    let mut other = data.clone();
+    other[4 << 20] ^= 1;
+    assert!(crate::pack::self_check(&packed.bytes, &other).is_err());
+    assert!(crate::pack::self_check(&packed.bytes, &data[..data.len() - 1]).is_err());
+    other = data.clone();
+    other.push(0);
+    assert!(crate::pack::self_check(&packed.bytes, &other).is_err());
+}
