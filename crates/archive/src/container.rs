@@ -774,9 +774,9 @@ pub(crate) fn decode_with(
                 if parts.is_empty() {
                     Source::Bytes(&streams[st])
                 } else if helped == Some(st) {
-                    Source::Feed(helped_stream(scope, method, parts), sizes[st])
+                    Source::Feed(Box::new(helped_stream(scope, method, parts)), sizes[st])
                 } else {
-                    Source::Feed(fed_stream(method, parts), sizes[st])
+                    Source::Feed(Box::new(FedStream::new(method, parts)), sizes[st])
                 }
             });
             crate::walsplit::join_sources(w.pageaddr, w.valid_len, s, sources, &mut send, || {
@@ -850,35 +850,98 @@ fn fed_error(parts: &[FedPart<'_>], n: usize, source: codec::CodecError) -> Stri
     .to_string()
 }
 
-/// The reading end of a fed stream, decompressed here as it is read.
-fn fed_stream<'b>(method: codec::Method, parts: Vec<FedPart<'b>>) -> crate::walsplit::Feed<'b> {
-    let mut feed = codec::PartFeed::new(method, parts.iter().map(|p| (p.stored, p.len)).collect());
-    Box::new(move |out: &mut [u8]| {
-        feed.read(out)
-            .map_err(|source| fed_error(&parts, feed.parts_started(), source))
-    })
+/// Room left in front of the bytes of each buffer of a fed stream, for the unread end of
+/// the buffer before (a page image at most, for the page image stream).
+const HEADROOM: usize = 64 << 10;
+
+/// A buffer of a fed stream: `HEADROOM` bytes of room, then up to `len` bytes from `feed`
+/// (fewer only at its end); `None` once `feed` has no more.
+fn fill_buffer(
+    feed: &mut codec::PartFeed<'_>,
+    spare: Option<Vec<u8>>,
+    len: usize,
+) -> Result<Option<Vec<u8>>, codec::CodecError> {
+    let mut buf = spare.unwrap_or_default();
+    buf.resize(HEADROOM + len, 0);
+    let n = feed.read(&mut buf[HEADROOM..])?;
+    if n == 0 {
+        return Ok(None);
+    }
+    buf.truncate(HEADROOM + n);
+    Ok(Some(buf))
 }
 
-/// The reading end of a fed stream decompressed on a thread of its own (spawned in `scope`),
-/// which fills buffers of [`HELPED_PIECE`] bytes, at most [`HELPED_AHEAD`] ahead of the
-/// reader, and gets them back to fill again once read.
+/// A fed stream decompressed on the reading thread as it is read.
+struct FedStream<'b> {
+    feed: codec::PartFeed<'b>,
+    parts: Vec<FedPart<'b>>,
+    spare: Option<Vec<u8>>,
+    /// Bytes not decompressed yet.
+    left: usize,
+}
+
+impl<'b> FedStream<'b> {
+    fn new(method: codec::Method, parts: Vec<FedPart<'b>>) -> FedStream<'b> {
+        FedStream {
+            feed: codec::PartFeed::new(method, parts.iter().map(|p| (p.stored, p.len)).collect()),
+            left: parts.iter().map(|p| p.len).sum(),
+            parts,
+            spare: None,
+        }
+    }
+}
+
+impl crate::walsplit::Feed for FedStream<'_> {
+    fn next(&mut self) -> Result<Option<(Vec<u8>, usize)>, String> {
+        let len = HELPED_PIECE.min(self.left).max(1);
+        let buf = fill_buffer(&mut self.feed, self.spare.take(), len)
+            .map_err(|source| fed_error(&self.parts, self.feed.parts_started(), source))?;
+        if let Some(b) = &buf {
+            self.left = self.left.saturating_sub(b.len() - HEADROOM);
+        }
+        Ok(buf.map(|b| (b, HEADROOM)))
+    }
+
+    fn recycle(&mut self, buf: Vec<u8>) {
+        self.spare = Some(buf);
+    }
+}
+
+/// A fed stream decompressed on a thread of its own: buffers come full over one channel, at
+/// most [`HELPED_AHEAD`] ahead of the reader, and go back empty over another.
+struct HelpedStream {
+    full: std::sync::mpsc::Receiver<Result<Vec<u8>, String>>,
+    empty: std::sync::mpsc::Sender<Vec<u8>>,
+}
+
+impl crate::walsplit::Feed for HelpedStream {
+    fn next(&mut self) -> Result<Option<(Vec<u8>, usize)>, String> {
+        match self.full.recv() {
+            Ok(buf) => Ok(Some((buf?, HEADROOM))),
+            Err(_) => Ok(None),
+        }
+    }
+
+    fn recycle(&mut self, buf: Vec<u8>) {
+        let _ = self.empty.send(buf);
+    }
+}
+
+/// The reading end of a fed stream decompressed on a thread of its own (spawned in `scope`).
 fn helped_stream<'scope, 'b: 'scope>(
     scope: &'scope std::thread::Scope<'scope, '_>,
     method: codec::Method,
     parts: Vec<FedPart<'b>>,
-) -> crate::walsplit::Feed<'scope> {
-    let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Result<Vec<u8>, String>>(HELPED_AHEAD);
-    let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+) -> HelpedStream {
+    let (full_tx, full) = std::sync::mpsc::sync_channel::<Result<Vec<u8>, String>>(HELPED_AHEAD);
+    let (empty, empty_rx) = std::sync::mpsc::channel::<Vec<u8>>();
     scope.spawn(move || {
         let mut feed =
             codec::PartFeed::new(method, parts.iter().map(|p| (p.stored, p.len)).collect());
         loop {
-            let mut buf = empty_rx.try_recv().unwrap_or_default();
-            buf.resize(HELPED_PIECE, 0);
-            match feed.read(&mut buf) {
-                Ok(0) => return,
-                Ok(n) => {
-                    buf.truncate(n);
+            match fill_buffer(&mut feed, empty_rx.try_recv().ok(), HELPED_PIECE) {
+                Ok(None) => return,
+                Ok(Some(buf)) => {
                     if full_tx.send(Ok(buf)).is_err() {
                         return;
                     }
@@ -890,24 +953,7 @@ fn helped_stream<'scope, 'b: 'scope>(
             }
         }
     });
-    let mut current: Vec<u8> = Vec::new();
-    let mut at = 0;
-    Box::new(move |out: &mut [u8]| {
-        while at == current.len() {
-            match full_rx.recv() {
-                Ok(next) => {
-                    let done = std::mem::replace(&mut current, next?);
-                    let _ = empty_tx.send(done);
-                    at = 0;
-                }
-                Err(_) => return Ok(0),
-            }
-        }
-        let n = (current.len() - at).min(out.len());
-        out[..n].copy_from_slice(&current[at..at + n]);
-        at += n;
-        Ok(n)
-    })
+    HelpedStream { full, empty }
 }
 
 /// Bytes of zeros handed to sinks at a time for a zero tail.

@@ -379,16 +379,20 @@ fn payload_start(body: &Body) -> usize {
 pub enum Source<'a> {
     /// The whole stream, at hand.
     Bytes(&'a [u8]),
-    /// Read as it is decompressed, and the stream's length: each call fills as much of
-    /// the buffer as it can and says how much (0 only at the end).
-    Feed(Feed<'a>, usize),
+    /// Read as it is decompressed, and the stream's length.
+    Feed(Box<dyn Feed + 'a>, usize),
 }
 
-/// The reading end of a stream being decompressed, for [`Source::Feed`].
-pub type Feed<'a> = Box<dyn FnMut(&mut [u8]) -> Result<usize, String> + 'a>;
-
-/// Bytes a fed stream is decompressed ahead of what is taken from it, at least.
-const FEED_READ: usize = 256 << 10;
+/// The reading end of a stream being decompressed, for [`Source::Feed`]: buffers of it in
+/// order. A buffer's bytes start at an offset; what comes before is room for the reader to
+/// put the unread end of the previous buffer in front of them, so that a read across two
+/// buffers copies only that end.
+pub trait Feed {
+    /// The next buffer and the offset at which its bytes start, or `None` at the end.
+    fn next(&mut self) -> Result<Option<(Vec<u8>, usize)>, String>;
+    /// Gives back a buffer whose bytes have all been read, to be filled again.
+    fn recycle(&mut self, buf: Vec<u8>);
+}
 
 /// A stream being read back.
 struct Reader<'a> {
@@ -406,11 +410,11 @@ enum Src<'a> {
         pos: usize,
     },
     /// `buf[pos..filled]` is decompressed and not taken yet.
+    /// `buf[pos..]` is decompressed and not taken yet.
     Feed {
-        feed: Feed<'a>,
+        feed: Box<dyn Feed + 'a>,
         buf: Vec<u8>,
         pos: usize,
-        filled: usize,
     },
 }
 
@@ -423,7 +427,6 @@ impl<'a> Reader<'a> {
                     feed,
                     buf: Vec::new(),
                     pos: 0,
-                    filled: 0,
                 },
                 total,
             ),
@@ -441,30 +444,30 @@ impl<'a> Reader<'a> {
         let n = n.min(self.left);
         match &mut self.src {
             Src::Bytes { bytes, pos } => Ok(&bytes[*pos..*pos + n]),
-            Src::Feed {
-                feed,
-                buf,
-                pos,
-                filled,
-            } => {
-                if *filled - *pos < n {
-                    buf.copy_within(*pos..*filled, 0);
-                    *filled -= *pos;
-                    *pos = 0;
-                    let target = n.max(FEED_READ).min(self.left);
-                    if buf.len() < target {
-                        buf.resize(target, 0);
-                    }
-                    while *filled < target {
-                        let k = feed(&mut buf[*filled..target])
-                            .map_err(|e| format!("{} stream: {e}", self.stream.name()))?;
-                        if k == 0 {
-                            return Err(format!(
-                                "{} stream: its parts hold less than its length",
-                                self.stream.name()
-                            ));
-                        }
-                        *filled += k;
+            Src::Feed { feed, buf, pos } => {
+                while buf.len() - *pos < n {
+                    let Some((mut next, start)) = feed.next()? else {
+                        return Err(format!(
+                            "{} stream: its parts hold less than its length",
+                            self.stream.name()
+                        ));
+                    };
+                    // The unread end of this buffer goes in front of the next one's bytes:
+                    // into its free room when it fits, else both are copied together.
+                    let left = buf.len() - *pos;
+                    if left <= start {
+                        next[start - left..start].copy_from_slice(&buf[*pos..]);
+                        *pos = start - left;
+                        let old = std::mem::replace(buf, next);
+                        feed.recycle(old);
+                    } else {
+                        // A long read: this buffer grows to hold it (once moved to the front,
+                        // every later buffer is appended).
+                        buf.drain(..*pos);
+                        *pos = 0;
+                        buf.reserve(n.saturating_sub(buf.len()));
+                        buf.extend_from_slice(&next[start..]);
+                        feed.recycle(next);
                     }
                 }
                 Ok(&buf[*pos..*pos + n])
