@@ -907,26 +907,19 @@ impl crate::walsplit::Feed for FedStream<'_> {
     }
 }
 
-/// A fed stream decompressed on threads of its own: its first part on one thread, into
-/// buffers at most [`HELPED_AHEAD`] ahead of the reader that come back empty to be filled
-/// again; its later parts (push cuts a large stream in two) at the same time on another,
-/// as far ahead as they go. The reader takes the buffers of each in turn.
+/// A fed stream decompressed on a thread of its own: buffers come full over one channel, at
+/// most [`HELPED_AHEAD`] ahead of the reader, and go back empty over another.
 struct HelpedStream {
-    full: std::collections::VecDeque<std::sync::mpsc::Receiver<Result<Vec<u8>, String>>>,
+    full: std::sync::mpsc::Receiver<Result<Vec<u8>, String>>,
     empty: std::sync::mpsc::Sender<Vec<u8>>,
 }
 
 impl crate::walsplit::Feed for HelpedStream {
     fn next(&mut self) -> Result<Option<(Vec<u8>, usize)>, String> {
-        while let Some(rx) = self.full.front() {
-            match rx.recv() {
-                Ok(buf) => return Ok(Some((buf?, HEADROOM))),
-                Err(_) => {
-                    self.full.pop_front();
-                }
-            }
+        match self.full.recv() {
+            Ok(buf) => Ok(Some((buf?, HEADROOM))),
+            Err(_) => Ok(None),
         }
-        Ok(None)
     }
 
     fn recycle(&mut self, buf: Vec<u8>) {
@@ -934,45 +927,19 @@ impl crate::walsplit::Feed for HelpedStream {
     }
 }
 
-/// Starts the threads of a [`HelpedStream`] in `scope`.
+/// The reading end of a fed stream decompressed on a thread of its own (spawned in `scope`).
 fn helped_stream<'scope, 'b: 'scope>(
     scope: &'scope std::thread::Scope<'scope, '_>,
     method: codec::Method,
-    mut parts: Vec<FedPart<'b>>,
-) -> HelpedStream {
-    let later = parts.split_off(1.min(parts.len()));
-    let (empty, empty_rx) = std::sync::mpsc::channel::<Vec<u8>>();
-    let mut full = std::collections::VecDeque::new();
-    full.push_back(decompress_on_thread(
-        scope,
-        method,
-        parts,
-        HELPED_AHEAD,
-        Some(empty_rx),
-    ));
-    if !later.is_empty() {
-        let ahead = later.iter().map(|p| p.len).sum::<usize>() / HELPED_PIECE + 1;
-        full.push_back(decompress_on_thread(scope, method, later, ahead, None));
-    }
-    HelpedStream { full, empty }
-}
-
-/// Decompresses `parts` on a thread of `scope` into buffers of [`HELPED_PIECE`] bytes, at
-/// most `ahead` of the reader, taking empty ones from `empty` when it can.
-fn decompress_on_thread<'scope, 'b: 'scope>(
-    scope: &'scope std::thread::Scope<'scope, '_>,
-    method: codec::Method,
     parts: Vec<FedPart<'b>>,
-    ahead: usize,
-    empty: Option<std::sync::mpsc::Receiver<Vec<u8>>>,
-) -> std::sync::mpsc::Receiver<Result<Vec<u8>, String>> {
-    let (full_tx, full) = std::sync::mpsc::sync_channel::<Result<Vec<u8>, String>>(ahead);
+) -> HelpedStream {
+    let (full_tx, full) = std::sync::mpsc::sync_channel::<Result<Vec<u8>, String>>(HELPED_AHEAD);
+    let (empty, empty_rx) = std::sync::mpsc::channel::<Vec<u8>>();
     scope.spawn(move || {
         let mut feed =
             codec::PartFeed::new(method, parts.iter().map(|p| (p.stored, p.len)).collect());
         loop {
-            let spare = empty.as_ref().and_then(|e| e.try_recv().ok());
-            match fill_buffer(&mut feed, spare, HELPED_PIECE) {
+            match fill_buffer(&mut feed, empty_rx.try_recv().ok(), HELPED_PIECE) {
                 Ok(None) => return,
                 Ok(Some(buf)) => {
                     if full_tx.send(Ok(buf)).is_err() {
@@ -986,7 +953,7 @@ fn decompress_on_thread<'scope, 'b: 'scope>(
             }
         }
     });
-    full
+    HelpedStream { full, empty }
 }
 
 /// Bytes of zeros handed to sinks at a time for a zero tail.
