@@ -221,6 +221,13 @@ fn read_some(r: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
     }
 }
 
+/// The largest zstd window log [`decompress_capped`] accepts for output of at most `cap`
+/// bytes: enough for the cap, at least 23 (8 MiB), at most 31.
+fn capped_window_log(cap: usize) -> u32 {
+    let needed = usize::BITS - cap.saturating_sub(1).leading_zeros();
+    needed.clamp(23, 31)
+}
+
 /// See [`super::decompress_capped`].
 pub(super) fn decompress_capped(
     method: Method,
@@ -286,7 +293,10 @@ pub(super) fn decompress_capped(
                     Method::Zstd => {
                         let mut d =
                             zstd::stream::read::Decoder::with_buffer(&mut input).map_err(&e)?;
-                        d.window_log_max(31).map_err(&e)?;
+                        // The decoder allocates the window a frame declares: no more than
+                        // the cap needs (or 8 MiB, what zstd's levels up to 19 use), so that
+                        // a forged header cannot ask for 2 GiB.
+                        d.window_log_max(capped_window_log(cap)).map_err(&e)?;
                         Box::new(d)
                     }
                     _ => stream_reader(method, &mut input),

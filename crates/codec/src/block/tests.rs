@@ -273,3 +273,26 @@ fn part_feed_refuses_wrong_sizes_truncation_and_trailing_bytes() {
         assert!(read_all(&mut feed, &[8192]).is_err(), "case {i} passed");
     }
 }
+
+/// A zstd frame without a content size whose header declares a window of `2^log` bytes,
+/// holding one raw block with the byte `x`.
+fn frame_with_window(log: u8) -> Vec<u8> {
+    let mut f = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, (log - 10) << 3];
+    f.extend_from_slice(&[0x09, 0x00, 0x00, b'x']);
+    f
+}
+
+#[test]
+fn capped_zstd_refuses_a_forged_huge_window_and_keeps_ordinary_ones() {
+    // Found by the block_decompress fuzz target: a 2 GiB window was allocated for a frame
+    // whose output is capped at a few bytes.
+    assert!(decompress_capped(Method::Zstd, &frame_with_window(31), 100).is_err());
+    assert_eq!(
+        decompress_capped(Method::Zstd, &frame_with_window(23), 100).expect("8 MiB window"),
+        b"x"
+    );
+    assert_eq!(
+        decompress_capped(Method::Zstd, &frame_with_window(27), 200 << 20).expect("cap-sized"),
+        b"x"
+    );
+}
