@@ -1,14 +1,14 @@
-//! The self-describing container every archived file is stored in (format version 4; versions
-//! 1, which lacks the WAL records transform, 2, which stores each stream in one part, and 3,
-//! which has no SHA-256 checkpoint, are still read).
+//! The self-describing container every archived file is stored in (format version 5; versions
+//! 1, which lacks the WAL records transform, 2, which stores each stream in one part, 3,
+//! which has no SHA-256 checkpoint, and 4, which has no BLAKE3 digest, are still read).
 //!
 //! All integers are little-endian. A container is a header followed by a payload:
 //!
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 8 | magic `PGCZARC` + `\n` ([`MAGIC`]) |
-//! | 8 | 2 | format version, 4 ([`FORMAT_VERSION`]; 1 to 3 are read too) |
-//! | 10 | 2 | flags: [`FLAG_CHECKPOINT`] (version 4 and later); readers reject unknown bits |
+//! | 8 | 2 | format version, 5 ([`FORMAT_VERSION`]; 1 to 4 are read too) |
+//! | 10 | 2 | flags: [`FLAG_CHECKPOINT`] (version 4 and later), [`FLAG_BLAKE3`] (version 5 and later); readers reject unknown bits |
 //! | 12 | 4 | header length `H`: bytes from offset 0 to the end of the header checksum |
 //! | 16 | 8 | original size |
 //! | 24 | 32 | SHA-256 of the original |
@@ -22,6 +22,7 @@
 //! | | 24 | WAL transforms only: `xlp_magic` u16, reserved u16, `xlp_tli` u32, `xlp_pageaddr` u64, valid length u64 |
 //! | | 24 | WAL records transform only: first `xl_prev` u64, records u64, lead length u64 ([`SplitInfo`]) |
 //! | | 40 | [`FLAG_CHECKPOINT`] only: offset u64, SHA-256 state after that many bytes of the original ([`crate::sha::Checkpoint`]) |
+//! | | 32 | [`FLAG_BLAKE3`] only: BLAKE3 (256-bit) of the original |
 //! | | 24 × n | parts: kind u8, role u8, filter u8 (0 none, 1 word-coded, streams of version 2 and later only), reserved u8, CRC-32C of the stored bytes u32, raw length u64, stored length u64 |
 //! | H − 4 | 4 | CRC-32C of bytes 0..H−4 |
 //!
@@ -39,6 +40,10 @@
 //! can compress and decompress one large stream; version 2 stores each stream at most once.
 //! Optional stale bytes (role 2) and an optional zero tail (role 3) follow.
 //!
+//! Version 5 writers record a BLAKE3 digest of the original beside its SHA-256, and no
+//! checkpoint. `get` checks the BLAKE3 digest of what it rebuilt (a cryptographic hash like
+//! SHA-256, and three times faster here), `verify` and [`decode`] check both.
+//!
 //! Parsing is sans-IO ([`Header::parse`], [`decode`]): every length is checked against the bytes
 //! present and a hard cap before anything is allocated, and decompression is capped at the
 //! declared raw length.
@@ -54,7 +59,7 @@ use crate::walsplit::{Piece, Source, SplitInfo, Stream, STREAMS};
 /// The first eight bytes of every container.
 pub const MAGIC: [u8; 8] = *b"PGCZARC\n";
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 4;
+pub const FORMAT_VERSION: u16 = 5;
 /// The oldest format version this build reads.
 pub const OLDEST_READABLE_VERSION: u16 = 1;
 /// Size of the fixed part of the header.
@@ -69,6 +74,10 @@ pub const SPLIT_INFO_LEN: usize = 24;
 pub const FLAG_CHECKPOINT: u16 = 1;
 /// Size of a SHA-256 checkpoint: offset u64, state 32 bytes.
 pub const CHECKPOINT_LEN: usize = 40;
+/// Flag (version 5 and later): the header holds the BLAKE3 digest of the original.
+pub const FLAG_BLAKE3: u16 = 2;
+/// Size of a BLAKE3 digest.
+pub const BLAKE3_LEN: usize = 32;
 /// Largest header accepted.
 pub const MAX_HEADER_LEN: usize = 64 * 1024;
 /// Longest original file name.
@@ -241,6 +250,8 @@ pub struct Header {
     /// two threads (version 4 and later, files of [`crate::sha::CHECKPOINT_MIN_SIZE`] bytes
     /// and more).
     pub checkpoint: Option<Checkpoint>,
+    /// BLAKE3 of the original (version 5 and later), what `get` checks.
+    pub blake3: Option<[u8; 32]>,
 }
 
 impl Header {
@@ -252,6 +263,7 @@ impl Header {
             + self.spec.to_string().len()
             + wal
             + self.checkpoint.map_or(0, |_| CHECKPOINT_LEN)
+            + self.blake3.map_or(0, |_| BLAKE3_LEN)
             + PART_LEN * self.parts.len()
             + 4
     }
@@ -282,6 +294,10 @@ impl Header {
             FLAG_CHECKPOINT
         } else {
             0
+        } | if self.blake3.is_some() {
+            FLAG_BLAKE3
+        } else {
+            0
         };
         b.extend_from_slice(&flags.to_le_bytes());
         b.extend_from_slice(&(len as u32).to_le_bytes());
@@ -309,6 +325,9 @@ impl Header {
         if let Some(c) = &self.checkpoint {
             b.extend_from_slice(&c.offset.to_le_bytes());
             b.extend_from_slice(&c.state);
+        }
+        if let Some(d) = &self.blake3 {
+            b.extend_from_slice(d);
         }
         for p in &self.parts {
             b.push(match p.kind {
@@ -344,7 +363,11 @@ impl Header {
             return Err(ContainerError::UnsupportedVersion(version));
         }
         let flags = u16_at(buf, 10);
-        let known = if version >= 4 { FLAG_CHECKPOINT } else { 0 };
+        let known = match version {
+            5.. => FLAG_CHECKPOINT | FLAG_BLAKE3,
+            4 => FLAG_CHECKPOINT,
+            _ => 0,
+        };
         if flags & !known != 0 {
             return Err(ContainerError::UnknownFlags(flags));
         }
@@ -418,8 +441,19 @@ impl Header {
         } else {
             0
         };
-        let expect =
-            FIXED_LEN + name_len + spec_len + wal_len + checkpoint_len + PART_LEN * nparts + 4;
+        let blake3_len = if flags & FLAG_BLAKE3 != 0 {
+            BLAKE3_LEN
+        } else {
+            0
+        };
+        let expect = FIXED_LEN
+            + name_len
+            + spec_len
+            + wal_len
+            + checkpoint_len
+            + blake3_len
+            + PART_LEN * nparts
+            + 4;
         if expect != h.len() {
             return Err(field(
                 "header length",
@@ -476,6 +510,14 @@ impl Header {
             state.copy_from_slice(&h[at + 8..at + CHECKPOINT_LEN]);
             at += CHECKPOINT_LEN;
             Some(Checkpoint { offset, state })
+        } else {
+            None
+        };
+        let blake3 = if blake3_len > 0 {
+            let mut d = [0u8; 32];
+            d.copy_from_slice(&h[at..at + BLAKE3_LEN]);
+            at += BLAKE3_LEN;
+            Some(d)
         } else {
             None
         };
@@ -540,6 +582,7 @@ impl Header {
             transform,
             parts,
             checkpoint,
+            blake3,
         })
     }
 }
@@ -654,8 +697,12 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Vec<u8>), ContainerError> {
     Ok((header, out))
 }
 
-/// Checks the SHA-256 of `out` against the header's, and the checkpoint if there is one.
+/// Checks the SHA-256 of `out` against the header's, the checkpoint if there is one, and the
+/// BLAKE3 digest if there is one.
 fn check_hash(header: &Header, out: &[u8]) -> Result<(), ContainerError> {
+    if let Some(expected) = &header.blake3 {
+        check_blake3(expected, blake3::hash(out).as_bytes())?;
+    }
     let mut chain = crate::sha::Chain::new();
     if let Some(cp) = &header.checkpoint {
         let first = &out[..(cp.offset as usize).min(out.len())];
@@ -676,6 +723,17 @@ fn check_hash(header: &Header, out: &[u8]) -> Result<(), ContainerError> {
         return Err(ContainerError::HashMismatch {
             expected: hex(&header.sha256),
             actual: hex(&actual),
+        });
+    }
+    Ok(())
+}
+
+/// An error unless `actual`, the BLAKE3 digest of the rebuilt file, is `expected`.
+pub(crate) fn check_blake3(expected: &[u8; 32], actual: &[u8; 32]) -> Result<(), ContainerError> {
+    if expected != actual {
+        return Err(ContainerError::Blake3Mismatch {
+            expected: hex(expected),
+            actual: hex(actual),
         });
     }
     Ok(())

@@ -94,6 +94,14 @@ pub enum ContainerError {
         /// Hex SHA-256 of the decoded bytes.
         actual: String,
     },
+    /// The decoded bytes do not have the original's BLAKE3 digest.
+    #[error("decoded content has BLAKE3 {actual}, expected {expected}")]
+    Blake3Mismatch {
+        /// Hex BLAKE3 from the header.
+        expected: String,
+        /// Hex BLAKE3 of the decoded bytes.
+        actual: String,
+    },
 }
 
 /// Errors of packing files and of the repository.

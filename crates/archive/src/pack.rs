@@ -19,7 +19,6 @@ use wal::{DecoderOptions, Next, Stop, WalDecoder};
 
 use crate::container::{self, check_name, Header, Part, PartKind, Role, Transform, WalInfo};
 use crate::error::ArchiveError;
-use crate::sha::Checkpoint;
 use crate::walsplit::{self, Stream};
 use wal::consts::{LONG_PAGE_HEADER_LEN, SHORT_PAGE_HEADER_LEN};
 
@@ -48,7 +47,7 @@ pub struct Packed {
 /// Packs `data`, the content of the file called `name`, with `spec`, and checks that the
 /// container decodes to the same bytes. WAL segments get the WAL records transform; anything
 /// else (history, backup, partial or unknown files, short or empty files) plain compression.
-/// The SHA-256 of `data` is computed on a second thread while the segment is taken apart.
+/// The digests of `data` are computed on a second thread while the segment is taken apart.
 pub fn pack(name: &str, data: &[u8], spec: &Spec) -> Result<Packed, ArchiveError> {
     let (candidate, hash) = pack_records(name, data, spec)?;
     if let Some(packed) = candidate {
@@ -59,11 +58,28 @@ pub fn pack(name: &str, data: &[u8], spec: &Spec) -> Result<Packed, ArchiveError
     pack_fallback(name, data, hash, spec)
 }
 
-/// The SHA-256 of a file and its checkpoint ([`crate::sha::digest`]).
-pub(crate) type Hash = ([u8; 32], Option<Checkpoint>);
+/// The digests of a file that its container records.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Hash {
+    /// SHA-256: the file's identity (`archive info`, pushes of a name already archived).
+    pub(crate) sha256: [u8; 32],
+    /// BLAKE3: what `get` checks.
+    pub(crate) blake3: [u8; 32],
+}
+
+impl Hash {
+    /// Both digests of `data`.
+    pub(crate) fn of(data: &[u8]) -> Hash {
+        use sha2::Digest;
+        Hash {
+            sha256: sha2::Sha256::digest(data).into(),
+            blake3: *blake3::hash(data).as_bytes(),
+        }
+    }
+}
 
 /// The WAL records container of `data` if it is a whole segment, not yet checked (see
-/// [`self_check`]), and the SHA-256 of `data`, computed on a second thread meanwhile.
+/// [`self_check`]), and the digests of `data`, computed on a second thread meanwhile.
 pub(crate) fn pack_records(
     name: &str,
     data: &[u8],
@@ -81,7 +97,7 @@ pub(crate) fn pack_records(
         });
     }
     let (hash, split) = std::thread::scope(|scope| {
-        let hasher = scope.spawn(|| crate::sha::digest(data));
+        let hasher = scope.spawn(|| Hash::of(data));
         let split = records_split(data);
         (hasher.join().expect("hash thread panicked"), split)
     });
@@ -151,7 +167,7 @@ pub(crate) fn self_check(bytes: &[u8], data: &[u8]) -> Result<(), crate::error::
 fn build(
     name: &str,
     data: &[u8],
-    (sha256, checkpoint): Hash,
+    hash: Hash,
     compressor: &mut BlockCompressor,
     transform: Transform,
     layout: &[(Role, Range<usize>)],
@@ -191,11 +207,12 @@ fn build(
     let header = Header {
         name: name.into(),
         original_size: data.len() as u64,
-        sha256,
+        sha256: hash.sha256,
         spec: *compressor.spec(),
         transform,
         parts,
-        checkpoint,
+        checkpoint: None,
+        blake3: Some(hash.blake3),
     };
     let mut bytes = header.encode();
     bytes.extend_from_slice(&payload);
@@ -244,7 +261,7 @@ pub fn records_split(data: &[u8]) -> Option<(WalInfo, walsplit::Split, usize)> {
 fn build_records(
     name: &str,
     data: &[u8],
-    (sha256, checkpoint): Hash,
+    hash: Hash,
     spec: &Spec,
     info: WalInfo,
     split: walsplit::Split,
@@ -293,11 +310,12 @@ fn build_records(
     let header = Header {
         name: name.into(),
         original_size: data.len() as u64,
-        sha256,
+        sha256: hash.sha256,
         spec: *spec,
         transform: Transform::WalRecords(info, split.info),
         parts,
-        checkpoint,
+        checkpoint: None,
+        blake3: Some(hash.blake3),
     };
     let mut bytes = header.encode();
     bytes.extend_from_slice(&payload);

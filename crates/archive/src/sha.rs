@@ -1,5 +1,5 @@
 //! SHA-256 that can stop and resume at a checkpoint, so that `get` can check the hash of a
-//! restored segment on two threads.
+//! restored segment on two threads (containers of format 4, which record no BLAKE3 digest).
 //!
 //! SHA-256 runs its compression function over the message's 64-byte blocks in order, from a
 //! fixed initial state; the digest is the state after the last, padded, block. The state

@@ -283,34 +283,103 @@ fn a_failed_check_publishes_nothing() {
     );
 }
 
+/// The container at `path` rewritten as format `version` with `edit` applied to its header
+/// (the payload kept, the header checksum computed again).
+fn rewrite_header(path: &std::path::Path, version: u16, edit: impl FnOnce(&mut Header)) {
+    let c = std::fs::read(path).expect("read container");
+    let (mut header, hlen) = Header::parse(&c).expect("parse").expect("whole header");
+    edit(&mut header);
+    let mut out = header.encode();
+    let new_len = out.len();
+    out[8..10].copy_from_slice(&version.to_le_bytes());
+    let crc = crc32c::crc32c(&out[..new_len - 4]);
+    out[new_len - 4..].copy_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(&c[hlen..]);
+    std::fs::write(path, &out).expect("write container");
+}
+
+/// `c` with one bit of its header flipped at `at` and the header checksum made right again.
+fn flip_in_header(c: &mut [u8], at: usize) {
+    let hlen = u32::from_le_bytes(c[12..16].try_into().expect("4 bytes")) as usize;
+    c[at] ^= 0x40;
+    let crc = crc32c::crc32c(&c[..hlen - 4]);
+    c[hlen - 4..hlen].copy_from_slice(&crc.to_le_bytes());
+}
+
 #[test]
-fn a_large_file_is_hashed_in_two_halves_and_a_wrong_checkpoint_is_caught() {
+fn get_checks_the_blake3_digest_and_verify_checks_both() {
     let dir = tempfile::tempdir().expect("tempdir");
     let repo = Repository::local(dir.path().join("repo"));
-    let data = noise(6 << 20, 7);
+    let data = noise(6 << 20, 5);
     let src = dir.path().join("big");
     std::fs::write(&src, &data).expect("write");
     let PushOutcome::Stored(header) = repo.push(&src, "big", &spec()).expect("push") else {
         panic!("not stored");
     };
-    let cp = header.checkpoint.expect("a 6 MB file has a checkpoint");
+    assert_eq!(header.blake3, Some(*blake3::hash(&data).as_bytes()));
+    assert!(header.checkpoint.is_none());
+    let dest = dir.path().join("out");
+    repo.get("big", &dest).expect("get");
+    assert!(std::fs::read(&dest).expect("read") == data);
+    std::fs::remove_file(&dest).expect("rm");
+    // A container whose BLAKE3 digest does not belong to the file (its header checksum made
+    // right again) restores nothing, and verify says so too.
+    let path = dir.path().join("repo").join(crate::repo::key_of("big"));
+    let good = std::fs::read(&path).expect("read container");
+    let digest = header.blake3.expect("digest");
+    let at = good
+        .windows(32)
+        .position(|w| w == digest)
+        .expect("digest in the header");
+    let mut bad = good.clone();
+    flip_in_header(&mut bad, at);
+    std::fs::write(&path, &bad).expect("write container");
+    let err = repo.get("big", &dest).expect_err("a wrong digest fails");
+    assert!(err.to_string().contains("BLAKE3"), "{err}");
+    assert!(!dest.exists());
+    assert!(repo.verify_one("big").is_err());
+    // A wrong SHA-256 is not what get checks, but verify and decode catch it.
+    let at = good
+        .windows(32)
+        .position(|w| w == header.sha256)
+        .expect("SHA-256 in the header");
+    let mut bad = good.clone();
+    flip_in_header(&mut bad, at);
+    std::fs::write(&path, &bad).expect("write container");
+    let err = repo.verify_one("big").expect_err("verify fails");
+    assert!(err.to_string().contains("SHA-256"), "{err}");
+    assert!(decode(&bad).is_err());
+}
+
+#[test]
+fn a_format_4_file_is_hashed_in_two_halves_and_a_wrong_checkpoint_is_caught() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = Repository::local(dir.path().join("repo"));
+    let data = noise(6 << 20, 7);
+    let src = dir.path().join("big");
+    std::fs::write(&src, &data).expect("write");
+    repo.push(&src, "big", &spec()).expect("push");
+    // What a format 4 writer stored: a SHA-256 checkpoint and no BLAKE3 digest.
+    let path = dir.path().join("repo").join(crate::repo::key_of("big"));
+    let (_, cp) = crate::sha::digest(&data);
+    let cp = cp.expect("a 6 MB file has a checkpoint");
     assert_eq!(cp.offset, 3 << 20);
+    rewrite_header(&path, 4, |h| {
+        h.blake3 = None;
+        h.checkpoint = Some(cp);
+    });
     let dest = dir.path().join("out");
     repo.get("big", &dest).expect("get");
     assert!(std::fs::read(&dest).expect("read") == data);
     std::fs::remove_file(&dest).expect("rm");
     // A container whose checkpoint does not belong to the file (its header checksum made
     // right again) restores nothing, and verify says so too.
-    let path = dir.path().join("repo").join(crate::repo::key_of("big"));
     let mut c = std::fs::read(&path).expect("read container");
-    let hlen = u32::from_le_bytes(c[12..16].try_into().expect("4 bytes")) as usize;
-    let at = c[..hlen - 4]
+    let at = c
         .windows(32)
         .position(|w| w == cp.state)
         .expect("checkpoint state in the header");
-    c[at] ^= 0x40;
-    let crc = crc32c::crc32c(&c[..hlen - 4]);
-    c[hlen - 4..hlen].copy_from_slice(&crc.to_le_bytes());
+    flip_in_header(&mut c, at);
     std::fs::write(&path, &c).expect("write container");
     let err = repo
         .get("big", &dest)

@@ -37,7 +37,7 @@ archive_command = 'pgcompress archive push --config /etc/pgcompress.toml %p'\n  
 restore_command = 'pgcompress archive get --config /etc/pgcompress.toml %f %p'\n\n\
 Semantics are the same for both kinds of repository: a name is never overwritten (S3: a \
 conditional PutObject, If-None-Match: *), pushing identical content again succeeds, different \
-content fails; get writes %p only after the SHA-256 checks out.";
+content fails; get writes %p only after the hash checks out.";
 
 #[derive(Subcommand, Debug)]
 pub enum ArchiveCommand {
@@ -45,7 +45,7 @@ pub enum ArchiveCommand {
     #[command(
         after_help = "Packs the file into a self-describing container (WAL segments: valid WAL \
 compressed, the zero tail after a switch or past the insert point stored as a length), decodes it again \
-and checks its SHA-256, then publishes it durably (directory: temp file, fsync, link, fsync directory; \
+and compares it with the original, then publishes it durably (directory: temp file, fsync, link, fsync directory; \
 S3: one conditional PutObject that fails if the name exists). Pushing a \
 name that is already archived with the same content succeeds; with different content it fails and \
 overwrites nothing.\n\n\
@@ -56,8 +56,10 @@ Exit status: 0 archived (or already archived, identical); 1 failure (nothing pub
     Push(PushArgs),
     /// Restore one file (use as restore_command).
     #[command(
-        after_help = "Decodes the archived file, writes it next to PATH while checking its SHA-256, \
-and renames it to PATH only if the hash matches. PATH appears only complete and checked.\n\n\
+        after_help = "Decodes the archived file, writes it next to PATH while hashing it, \
+and renames it to PATH only if the hash matches the original's: BLAKE3, which containers record \
+beside the SHA-256 since format 5 (SHA-256 for older ones). PATH appears only complete and \
+checked.\n\n\
 It is not fsynced unless --fsync is given: PostgreSQL fsyncs a restored segment itself when it \
 keeps it, and after a crash asks restore_command again (pgBackRest's archive-get does the same). \
 Use --fsync when PATH is not for PostgreSQL's recovery.\n\n\
@@ -73,7 +75,7 @@ it for the end of the archive); 2 bad usage."
     Info(ListArgs),
     /// Decode every archived file and check every checksum and hash.
     #[command(
-        after_help = "Exit status: 0 every file decodes to its recorded SHA-256; 1 a file is \
+        after_help = "Exit status: 0 every file decodes to its recorded SHA-256 (and BLAKE3); 1 a file is \
 damaged (each bad file named on stderr, first one first); 2 bad usage."
     )]
     Verify(RepoArgs),
@@ -296,6 +298,7 @@ fn list(a: ListArgs, info: bool) -> anyhow::Result<ExitCode> {
                         "word_coded": p.words,
                     })).collect::<Vec<_>>(),
                     "sha256": h.sha256_hex(),
+                    "blake3": h.blake3.map(|d| ::archive::container::hex(&d)),
                 }));
             }
             Err(err) => {
@@ -386,7 +389,7 @@ fn verify(a: RepoArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     println!(
-        "verified {ok} files ({}) in {}: every SHA-256 matches",
+        "verified {ok} files ({}) in {}: every SHA-256 (and BLAKE3) matches",
         bytes(original),
         repo.location()
     );

@@ -10,8 +10,9 @@
 //!   is free. The same name with the same content (SHA-256 of the original) is a success, as a
 //!   server that crashed after archiving but before marking the segment done pushes it again;
 //!   different content, or a damaged existing copy, is an error and nothing is overwritten.
-//! - get decodes and checks the SHA-256 in memory, writes a temporary file next to the
-//!   destination, fsyncs it and renames it into place, so the destination appears only
+//! - get rebuilds the file into a temporary file next to the destination while hashing it
+//!   (BLAKE3; the SHA-256 for a container written before format 5), and renames it into place
+//!   only if the hash matches (fsynced only when asked), so the destination appears only
 //!   complete and checked. A name the repository does not hold is [`ArchiveError::NotFound`]
 //!   only once the repository itself is known to be there: a missing directory or bucket is
 //!   an error, so that it cannot pass for the end of the archive.
@@ -233,7 +234,7 @@ impl Repository {
             return Ok(PushOutcome::Stored(header));
         }
         // A concurrent push of the same name won the race.
-        match self.compare_existing(name, &key, || hash.0)? {
+        match self.compare_existing(name, &key, || hash.sha256)? {
             Some(outcome) => Ok(outcome),
             None => Err(ArchiveError::Store {
                 what: format!("publishing {key} in"),
@@ -275,8 +276,10 @@ impl Repository {
         Ok(Some(PushOutcome::AlreadyArchived(header)))
     }
 
-    /// Restores `name` to `dest` after checking its SHA-256; [`ArchiveError::NotFound`] if the
-    /// repository does not hold it. `dest` is created only when everything checked out.
+    /// Restores `name` to `dest` after checking its hash (the BLAKE3 digest the container
+    /// records, or its SHA-256 when it records none, before format 5);
+    /// [`ArchiveError::NotFound`] if the repository does not hold it. `dest` is created only
+    /// when everything checked out.
     ///
     /// `dest` is written to a temporary file that is renamed into place, but not fsynced:
     /// PostgreSQL fsyncs a restored segment itself when it keeps it (`durable_rename` in
@@ -302,10 +305,38 @@ impl Repository {
         // The output is written to a temporary file and hashed, each on a thread of its own,
         // as it is rebuilt; the file gets its name only if the hash matches. With a checkpoint
         // in the header, two threads hash the two halves at the same time.
-        let checkpoint = match container::Header::parse(&bytes) {
-            Ok(Some((h, _))) => h.checkpoint,
-            _ => None,
+        let (checkpoint, blake3) = match container::Header::parse(&bytes) {
+            Ok(Some((h, _))) => (h.checkpoint, h.blake3),
+            _ => (None, None),
         };
+        if blake3.is_some() {
+            return write_checked(dest, fsync, |file, tmp| {
+                let mut hasher = blake3::Hasher::new();
+                let mut written: std::io::Result<()> = Ok(());
+                let mut hash = |piece: &[u8]| {
+                    hasher.update(piece);
+                };
+                let mut write = |piece: &[u8]| {
+                    if written.is_ok() {
+                        written = file.write_all(piece);
+                    }
+                };
+                let (header, _) =
+                    container::decode_with(&bytes, &mut [&mut hash, &mut write], false)
+                        .and_then(|(h, data)| Ok((check_same_name(name, h)?, data)))
+                        .map_err(corrupt)?;
+                written.map_err(ArchiveError::io("writing", tmp))?;
+                let expected = header.blake3.ok_or_else(|| {
+                    corrupt(ContainerError::Field {
+                        field: "flags",
+                        detail: "no BLAKE3 digest on the second read of the header".into(),
+                    })
+                })?;
+                container::check_blake3(&expected, hasher.finalize().as_bytes())
+                    .map_err(corrupt)?;
+                Ok(header)
+            });
+        }
         write_checked(dest, fsync, |file, tmp| {
             let mut first = crate::sha::Chain::new();
             let mut second = checkpoint.as_ref().map(crate::sha::Chain::resume);
