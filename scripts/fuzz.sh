@@ -67,6 +67,14 @@ fi
 { printf "\\x00$len3"; printf %s "$text"; } | seed block_decompress none
 printf '\x01\x09\x00\x00\x08abc\x03\x03' | seed block_decompress pglz
 
+# stream_decompress: method index (as above), then a stream of that method.
+{ printf '\x03'; printf %s "$text" | zstd -q -c; } | seed stream_decompress zstd
+{ printf '\x05'; printf %s "$text" | gzip -c; } | seed stream_decompress gzip
+if command -v xz >/dev/null; then
+    { printf '\x06'; printf %s "$text" | xz -c; } | seed stream_decompress xz
+fi
+{ printf '\x00'; printf %s "$text"; } | seed stream_decompress none
+
 # spec_parse
 i=0
 for s in none pglz lz4 lz4:9 zstd zstd:5 zstd:level=19,long zstd:long=20,workers=4 \

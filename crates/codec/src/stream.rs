@@ -118,7 +118,15 @@ impl<W: Write> Write for Encoder<W> {
     }
 }
 
+/// The zstd window log a [`Decoder`] always accepts (128 MiB, the window `long` alone selects
+/// and the zstd command's default memory limit); a larger window only when the output cap
+/// is larger than that too.
+pub const STREAM_WINDOW_LOG_FLOOR: u32 = 27;
+
 /// A streaming decompressor reading `method`'s stream format from `R`, capped in output.
+/// A zstd frame whose window is larger than both 128 MiB and the cap is refused (as the
+/// zstd command refuses it without `--memory`), and so is an xz or lzma stream whose
+/// dictionary needs more memory than that: memory stays bounded by the cap.
 pub struct Decoder<R: Read> {
     inner: Box<dyn Read + Send>,
     method: Method,
@@ -148,12 +156,18 @@ impl<R: Read + Send + 'static> Decoder<R> {
             Method::Zstd => {
                 let mut d =
                     zstd::stream::read::Decoder::with_buffer(BufReader::new(reader)).map_err(e)?;
-                d.window_log_max(31).map_err(e)?;
+                // zstd's own command-line default (128 MiB, what `long` alone writes), more
+                // only when the cap needs it: a stream's window is allocated whole.
+                d.window_log_max(crate::block::window_log_for(cap, STREAM_WINDOW_LOG_FLOOR))
+                    .map_err(e)?;
                 Box::new(d)
             }
             Method::Lz4 => Box::new(lz4::Decoder::new(reader).map_err(e)?),
             Method::Gzip => Box::new(flate2::read::MultiGzDecoder::new(reader)),
-            Method::Xz => Box::new(xz2::read::XzDecoder::new_multi_decoder(reader)),
+            Method::Xz => Box::new(xz2::read::XzDecoder::new_stream(
+                reader,
+                crate::block::xz_decoder(cap, true)?,
+            )),
             Method::Snappy => Box::new(snap::read::FrameDecoder::new(reader)),
         };
         Ok(Decoder {

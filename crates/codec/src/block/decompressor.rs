@@ -132,7 +132,7 @@ impl BlockDecompressor {
                 out.resize(expected_len, 0);
                 let mut input = src;
                 let trailing = {
-                    let mut reader = stream_reader(method, &mut input);
+                    let mut reader = stream_reader(method, &mut input, expected_len)?;
                     let filled = fill(&mut *reader, out).map_err(&e)?;
                     if filled != expected_len {
                         out.clear();
@@ -192,12 +192,38 @@ impl BlockDecompressor {
     }
 }
 
-/// A single-stream decoder over a byte slice that leaves unconsumed input in `input`.
-fn stream_reader<'a>(method: Method, input: &'a mut &[u8]) -> Box<dyn Read + 'a> {
-    match method {
+/// A single-stream decoder over a byte slice that leaves unconsumed input in `input`, for
+/// output of at most `cap` bytes.
+fn stream_reader<'a>(
+    method: Method,
+    input: &'a mut &[u8],
+    cap: usize,
+) -> Result<Box<dyn Read + 'a>, CodecError> {
+    Ok(match method {
         Method::Gzip => Box::new(flate2::bufread::GzDecoder::new(input)),
-        _ => Box::new(xz2::bufread::XzDecoder::new(input)),
-    }
+        _ => Box::new(xz2::bufread::XzDecoder::new_stream(
+            input,
+            xz_decoder(cap, false)?,
+        )),
+    })
+}
+
+/// Least memory an xz decoder may use: `xz -9` needs 65 MiB.
+const XZ_MEMLIMIT_FLOOR: u64 = 128 << 20;
+
+/// An xz decoder whose memory is limited to what output of at most `cap` bytes can need,
+/// and at least [`XZ_MEMLIMIT_FLOOR`]: a header's dictionary size is allocated whole, so a
+/// forged one must not ask for 4 GiB. `multi`: concatenated streams, `.xz` or `.lzma`
+/// (what `xz -d` reads); else one `.xz` stream.
+pub(crate) fn xz_decoder(cap: usize, multi: bool) -> Result<xz2::stream::Stream, CodecError> {
+    use xz2::stream::{Stream, CONCATENATED};
+    let limit = XZ_MEMLIMIT_FLOOR.max((cap as u64).saturating_add(1 << 20));
+    let stream = if multi {
+        Stream::new_auto_decoder(limit, CONCATENATED)
+    } else {
+        Stream::new_stream_decoder(limit, 0)
+    };
+    stream.map_err(|x| lib_err(Method::Xz)(std::io::Error::other(x)))
 }
 
 /// Reads until `buf` is full or EOF; returns the bytes read.
@@ -224,8 +250,15 @@ fn read_some(r: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
 /// The largest zstd window log [`decompress_capped`] accepts for output of at most `cap`
 /// bytes: enough for the cap, at least 23 (8 MiB), at most 31.
 fn capped_window_log(cap: usize) -> u32 {
+    window_log_for(cap, 23)
+}
+
+/// The largest zstd window log a streaming decoder should accept for output of at most
+/// `cap` bytes: enough for the cap, at least `floor`, at most 31. A frame without a content
+/// size makes the decoder allocate the whole window it declares, whatever the output.
+pub(crate) fn window_log_for(cap: usize, floor: u32) -> u32 {
     let needed = usize::BITS - cap.saturating_sub(1).leading_zeros();
-    needed.clamp(23, 31)
+    needed.clamp(floor, 31)
 }
 
 /// See [`super::decompress_capped`].
@@ -299,7 +332,7 @@ pub(super) fn decompress_capped(
                         d.window_log_max(capped_window_log(cap)).map_err(&e)?;
                         Box::new(d)
                     }
-                    _ => stream_reader(method, &mut input),
+                    _ => stream_reader(method, &mut input, cap)?,
                 };
                 let mut out = Vec::new();
                 (&mut reader)

@@ -8,6 +8,7 @@ mod decompressor;
 mod tests;
 
 pub use compressor::BlockCompressor;
+pub(crate) use decompressor::{window_log_for, xz_decoder};
 pub use decompressor::{BlockDecompressor, PartFeed};
 
 use crate::error::CodecError;

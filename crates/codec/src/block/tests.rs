@@ -296,3 +296,37 @@ fn capped_zstd_refuses_a_forged_huge_window_and_keeps_ordinary_ones() {
         b"x"
     );
 }
+
+/// An xz stream of `data` whose block header declares a dictionary of 4 GiB (its CRC-32
+/// made right again).
+fn xz_with_huge_dictionary(data: &[u8]) -> Vec<u8> {
+    let mut z = Vec::new();
+    compress(&Spec::new(Method::Xz), data, &mut z).expect("compress");
+    // Stream header (12 bytes), then a 12-byte block header: size, flags, LZMA2 filter id,
+    // properties size, the dictionary byte, padding, CRC-32.
+    assert_eq!(z[12..16], [0x02, 0x00, 0x21, 0x01], "block header layout");
+    z[16] = 40; // 4 GiB - 1
+    let mut crc = flate2::Crc::new();
+    crc.update(&z[12..20]);
+    z[20..24].copy_from_slice(&crc.sum().to_le_bytes());
+    z
+}
+
+#[test]
+fn xz_refuses_a_forged_huge_dictionary_before_allocating_it() {
+    // Found by the stream_decompress fuzz target: a 4 GiB dictionary was allocated for a
+    // stream whose output is capped at 1 MiB.
+    let data = b"the same few words, the same few words, the same few words".repeat(20);
+    let z = xz_with_huge_dictionary(&data);
+    let err = decompress_capped(Method::Xz, &z, 1 << 20).expect_err("capped");
+    assert!(err.to_string().contains("emory"), "{err}");
+    let mut out = Vec::new();
+    assert!(decompress(Method::Xz, &z, data.len(), &mut out).is_err());
+    // The same stream with its own dictionary size decodes.
+    let mut ok = Vec::new();
+    compress(&Spec::new(Method::Xz), &data, &mut ok).expect("compress");
+    assert_eq!(
+        decompress_capped(Method::Xz, &ok, 1 << 20).expect("decodes"),
+        data
+    );
+}

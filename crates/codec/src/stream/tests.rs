@@ -134,3 +134,53 @@ proptest::proptest! {
         }
     }
 }
+
+/// A zstd frame without a content size whose header declares a window of `2^log` bytes,
+/// holding one raw block with the byte `x`.
+fn frame_with_window(log: u8) -> Vec<u8> {
+    let mut f = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, (log - 10) << 3];
+    f.extend_from_slice(&[0x09, 0x00, 0x00, b'x']);
+    f
+}
+
+#[test]
+fn a_zstd_stream_gets_no_window_beyond_its_cap_and_128_mib() {
+    let read = |log: u8, cap: usize| {
+        let mut out = Vec::new();
+        Decoder::new(Method::Zstd, io::Cursor::new(frame_with_window(log)), cap)
+            .expect("decoder")
+            .read_to_end(&mut out)
+            .map(|_| out)
+    };
+    // A 2 GiB window for at most 100 bytes of output is refused before it is allocated.
+    assert!(read(31, 100).is_err());
+    assert!(read(28, 1 << 20).is_err());
+    // Windows up to 128 MiB (what `long` writes) always decode, larger ones under a cap that
+    // needs them.
+    assert_eq!(read(27, 100).expect("128 MiB window"), b"x");
+    assert_eq!(read(28, 200 << 20).expect("cap-sized window"), b"x");
+}
+
+#[test]
+fn an_xz_or_lzma_stream_gets_no_dictionary_beyond_its_cap_and_128_mib() {
+    // Found by the stream_decompress fuzz target: a `.lzma` header (properties byte,
+    // dictionary size, uncompressed size) asking for a 4 GiB dictionary.
+    let mut lzma = vec![0x0c];
+    lzma.extend_from_slice(&[0xff; 12]);
+    let mut out = Vec::new();
+    let r = Decoder::new(Method::Xz, io::Cursor::new(lzma), 1 << 20)
+        .expect("decoder")
+        .read_to_end(&mut out);
+    let err = r.expect_err("refused");
+    assert!(err.to_string().contains("emory"), "{err}");
+    // Level 9 (a 64 MiB dictionary) still decodes under a small cap.
+    let input = data();
+    let spec: Spec = "xz:9".parse().expect("spec");
+    let z = encode(&spec, &input, false);
+    let mut back = Vec::new();
+    Decoder::new(Method::Xz, io::Cursor::new(z), input.len())
+        .expect("decoder")
+        .read_to_end(&mut back)
+        .expect("level 9 decodes");
+    assert_eq!(back, input);
+}
