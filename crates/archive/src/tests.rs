@@ -1,6 +1,7 @@
 //! Unit tests without a server: container format, caps, corruption, repository semantics.
 //! WAL written by a real PostgreSQL is exercised by `crates/cli/tests/archive_*.rs`.
 
+use std::path::PathBuf;
 use std::str::FromStr;
 
 use codec::Spec;
@@ -298,24 +299,39 @@ fn rewrite_header(path: &std::path::Path, version: u16, edit: impl FnOnce(&mut H
     std::fs::write(path, &out).expect("write container");
 }
 
-/// `c` with one bit of its header flipped at `at` and the header checksum made right again.
-fn flip_in_header(c: &mut [u8], at: usize) {
+/// `c` with one bit flipped in the 32-byte `field` of its header, and the header checksum
+/// made right again.
+fn flip_in_header(c: &[u8], field: &[u8; 32]) -> Vec<u8> {
+    let mut c = c.to_vec();
     let hlen = u32::from_le_bytes(c[12..16].try_into().expect("4 bytes")) as usize;
+    let at = c[..hlen]
+        .windows(32)
+        .position(|w| w == field)
+        .expect("field in the header");
     c[at] ^= 0x40;
     let crc = crc32c::crc32c(&c[..hlen - 4]);
     c[hlen - 4..hlen].copy_from_slice(&crc.to_le_bytes());
+    c
 }
 
-#[test]
-fn get_checks_the_blake3_digest_and_verify_checks_both() {
+/// A repository in a temporary directory holding `big`, 6 MB of noise from `seed`: the
+/// directory, the repository, the bytes, the header push wrote and the container's path.
+fn pushed_big(seed: u64) -> (tempfile::TempDir, Repository, Vec<u8>, Header, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
     let repo = Repository::local(dir.path().join("repo"));
-    let data = noise(6 << 20, 5);
+    let data = noise(6 << 20, seed);
     let src = dir.path().join("big");
     std::fs::write(&src, &data).expect("write");
     let PushOutcome::Stored(header) = repo.push(&src, "big", &spec()).expect("push") else {
         panic!("not stored");
     };
+    let path = dir.path().join("repo").join(crate::repo::key_of("big"));
+    (dir, repo, data, header, path)
+}
+
+#[test]
+fn get_checks_the_blake3_digest_and_verify_checks_both() {
+    let (dir, repo, data, header, path) = pushed_big(5);
     assert_eq!(header.blake3, Some(*blake3::hash(&data).as_bytes()));
     assert!(header.checkpoint.is_none());
     let dest = dir.path().join("out");
@@ -324,27 +340,15 @@ fn get_checks_the_blake3_digest_and_verify_checks_both() {
     std::fs::remove_file(&dest).expect("rm");
     // A container whose BLAKE3 digest does not belong to the file (its header checksum made
     // right again) restores nothing, and verify says so too.
-    let path = dir.path().join("repo").join(crate::repo::key_of("big"));
     let good = std::fs::read(&path).expect("read container");
-    let digest = header.blake3.expect("digest");
-    let at = good
-        .windows(32)
-        .position(|w| w == digest)
-        .expect("digest in the header");
-    let mut bad = good.clone();
-    flip_in_header(&mut bad, at);
+    let bad = flip_in_header(&good, &header.blake3.expect("digest"));
     std::fs::write(&path, &bad).expect("write container");
     let err = repo.get("big", &dest).expect_err("a wrong digest fails");
     assert!(err.to_string().contains("BLAKE3"), "{err}");
     assert!(!dest.exists());
     assert!(repo.verify_one("big").is_err());
     // A wrong SHA-256 is not what get checks, but verify and decode catch it.
-    let at = good
-        .windows(32)
-        .position(|w| w == header.sha256)
-        .expect("SHA-256 in the header");
-    let mut bad = good.clone();
-    flip_in_header(&mut bad, at);
+    let bad = flip_in_header(&good, &header.sha256);
     std::fs::write(&path, &bad).expect("write container");
     let err = repo.verify_one("big").expect_err("verify fails");
     assert!(err.to_string().contains("SHA-256"), "{err}");
@@ -353,14 +357,8 @@ fn get_checks_the_blake3_digest_and_verify_checks_both() {
 
 #[test]
 fn a_format_4_file_is_hashed_in_two_halves_and_a_wrong_checkpoint_is_caught() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let repo = Repository::local(dir.path().join("repo"));
-    let data = noise(6 << 20, 7);
-    let src = dir.path().join("big");
-    std::fs::write(&src, &data).expect("write");
-    repo.push(&src, "big", &spec()).expect("push");
+    let (dir, repo, data, _, path) = pushed_big(7);
     // What a format 4 writer stored: a SHA-256 checkpoint and no BLAKE3 digest.
-    let path = dir.path().join("repo").join(crate::repo::key_of("big"));
     let (_, cp) = crate::sha::digest(&data);
     let cp = cp.expect("a 6 MB file has a checkpoint");
     assert_eq!(cp.offset, 3 << 20);
@@ -374,12 +372,7 @@ fn a_format_4_file_is_hashed_in_two_halves_and_a_wrong_checkpoint_is_caught() {
     std::fs::remove_file(&dest).expect("rm");
     // A container whose checkpoint does not belong to the file (its header checksum made
     // right again) restores nothing, and verify says so too.
-    let mut c = std::fs::read(&path).expect("read container");
-    let at = c
-        .windows(32)
-        .position(|w| w == cp.state)
-        .expect("checkpoint state in the header");
-    flip_in_header(&mut c, at);
+    let c = flip_in_header(&std::fs::read(&path).expect("read container"), &cp.state);
     std::fs::write(&path, &c).expect("write container");
     let err = repo
         .get("big", &dest)
