@@ -43,6 +43,8 @@ fn bench_archive_measures_every_tool_on_both_corpora() {
             "2",
             "--methods",
             "default,lz4",
+            "--rounds",
+            "2",
             "--json",
         ])
         .output()
@@ -56,6 +58,11 @@ fn bench_archive_measures_every_tool_on_both_corpora() {
         )
     });
     assert_eq!(u(&doc, "segment_size"), 16 << 20);
+    // Two rounds: every tool pushed each segment again after what it stored was deleted (pgBackRest
+    // refuses nothing and stores the same file again), and the steal share is a share.
+    assert_eq!(u(&doc, "rounds"), 2);
+    let steal = f(&doc["machine"], "steal_percent");
+    assert!((0.0..=100.0).contains(&steal), "steal {steal}");
     assert_eq!(doc["wal_compression"], "off");
     let tools: Vec<&str> = doc["tools"]
         .as_array()

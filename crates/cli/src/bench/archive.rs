@@ -41,11 +41,12 @@ that cluster, then pushes and gets every segment with every tool, one process pe
 and restore_command run them, alternating the order of the tools. Every restored file is compared (SHA-256) \
 with the original.\n\n\
 Per tool: compression ratio (original bytes / stored bytes), median wall time per segment of push and of get, \
-median CPU (user + sys) per segment, and the same relative to pgBackRest zst:3 and to xz -6 (times: median of \
+median CPU (user + sys) per segment (with --rounds N, each segment's time is the median of N runs), and the same relative to pgBackRest zst:3 and to xz -6 (times: median of \
 the per-segment ratios, below 1 is faster; ratio: above 1 stores less).\n\n\
 Needs pgbackrest, gzip, zstd and xz on PATH (scripts/setup.sh installs them).\n\n\
 Examples:\n  pgcompress bench archive\n  pgcompress bench archive --segments 16 --corpus text\n  \
-pgcompress bench archive --methods default,zstd:3,zstd:19,lz4 --json > archive.json\n\n\
+pgcompress bench archive --methods default,zstd:3,zstd:19,lz4 --json > archive.json\n  \
+pgcompress bench archive --rounds 3   # each time the median of 3 runs: for a shared machine\n\n\
 Exit status: 0 figures printed; 1 a restored file differs from the original; 2 bad usage, a tool missing or \
 failing.")]
 pub struct BenchArchiveArgs {
@@ -66,6 +67,10 @@ pub struct BenchArchiveArgs {
     /// another compressor); DIR is created if missing.
     #[arg(long, value_name = "DIR")]
     pub keep_corpus: Option<PathBuf>,
+    /// Push and get every segment this many times with every tool (what a round stored is deleted before
+    /// the next) and keep each segment's median time: steadier figures on a busy or shared machine.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=15))]
+    pub rounds: u32,
 }
 
 /// `--corpus`.
@@ -206,7 +211,21 @@ impl Place {
 
     /// Bytes the tool stored for segment `name`.
     fn stored(&self, name: &str) -> anyhow::Result<u64> {
-        let path = match &self.tool {
+        let path = self.stored_path(name)?;
+        Ok(std::fs::metadata(&path)
+            .with_context(|| format!("{} stored nothing at {}", self.tool.label(), path.display()))?
+            .len())
+    }
+
+    /// Deletes what the tool stored for segment `name`, so that the next push of it does the whole work again.
+    fn forget(&self, name: &str) -> anyhow::Result<()> {
+        let path = self.stored_path(name)?;
+        std::fs::remove_file(&path).with_context(|| format!("deleting {}", path.display()))
+    }
+
+    /// The file the tool stored segment `name` in.
+    fn stored_path(&self, name: &str) -> anyhow::Result<PathBuf> {
+        Ok(match &self.tool {
             Tool::Pgcompress(_) => self.repo.join(format!("{name}.pgcz")),
             // pgBackRest names the file `<segment>-<sha1>.<ext>` under archive/<stanza>/<id>/<first 16 digits>/.
             Tool::Pgbackrest(..) => find_prefixed(&self.repo.join("archive"), &format!("{name}-"))?
@@ -217,10 +236,7 @@ impl Place {
                     )
                 })?,
             Tool::Program(_, _, suffix) => self.repo.join(format!("{name}.{suffix}")),
-        };
-        Ok(std::fs::metadata(&path)
-            .with_context(|| format!("{} stored nothing at {}", self.tool.label(), path.display()))?
-            .len())
+        })
     }
 }
 
@@ -393,43 +409,65 @@ pub fn run(a: BenchArchiveArgs) -> anyhow::Result<ExitCode> {
         .enumerate()
         .flat_map(|(c, k)| k.segments.iter().map(move |s| (c, s)))
         .collect();
-    let bar = progress_bar((segments.len() * places.len() * 2) as u64);
+    let rounds = a.rounds as usize;
+    let bar = progress_bar((segments.len() * places.len() * 2 * rounds) as u64);
     let plain = !std::io::stderr().is_terminal();
+    let cpu_start = CpuTimes::now();
     // outcomes[corpus][tool][segment]
     let mut outcomes: Vec<Vec<Vec<Outcome>>> = vec![vec![Vec::new(); places.len()]; corpora.len()];
     for (i, (c, seg)) in segments.iter().enumerate() {
         let name = file_name(seg);
         let original = std::fs::read(seg).with_context(|| format!("reading {}", seg.display()))?;
         let digest = Sha256::digest(&original);
-        let order = turn_order(places.len(), i);
-        let mut pushed = vec![None; places.len()];
-        for &t in &order {
-            let p = &places[t];
-            bar.set_message(format!("{}: push {name}", p.tool.label()));
-            let (cmd, out) = p.push(&me, seg);
-            let what = format!("{} push of {name}", p.tool.label());
-            pushed[t] = Some(timed(cmd, out.as_deref(), &what)?);
-            bar.inc(1);
+        // times[tool]: (push, get) of every round.
+        let mut times: Vec<Vec<(Timing, Timing)>> = vec![Vec::new(); places.len()];
+        let mut identical = vec![true; places.len()];
+        for round in 0..rounds {
+            let order = turn_order(places.len(), i * rounds + round);
+            let mut pushed = vec![None; places.len()];
+            for &t in &order {
+                let p = &places[t];
+                bar.set_message(format!("{}: push {name}", p.tool.label()));
+                let (cmd, out) = p.push(&me, seg);
+                let what = format!("{} push of {name}", p.tool.label());
+                pushed[t] = Some(timed(cmd, out.as_deref(), &what)?);
+                bar.inc(1);
+            }
+            for &t in order.iter().rev() {
+                let p = &places[t];
+                bar.set_message(format!("{}: get {name}", p.tool.label()));
+                let dest = restore.join(format!("{t}-{name}"));
+                let (cmd, out) = p.get(&me, &name, &dest);
+                let what = format!("{} get of {name}", p.tool.label());
+                let get = timed(cmd, out.as_deref(), &what)?;
+                bar.inc(1);
+                let back = std::fs::read(&dest)
+                    .with_context(|| format!("{what} wrote nothing at {}", dest.display()))?;
+                identical[t] &= Sha256::digest(&back) == digest;
+                std::fs::remove_file(&dest)?;
+                let push = pushed[t].context("every tool pushes before it gets")?;
+                times[t].push((push, get));
+            }
+            if round + 1 < rounds {
+                for p in &places {
+                    p.forget(&name)?;
+                }
+            }
         }
-        for &t in order.iter().rev() {
-            let p = &places[t];
-            bar.set_message(format!("{}: get {name}", p.tool.label()));
-            let dest = restore.join(format!("{t}-{name}"));
-            let (cmd, out) = p.get(&me, &name, &dest);
-            let what = format!("{} get of {name}", p.tool.label());
-            let get = timed(cmd, out.as_deref(), &what)?;
-            bar.inc(1);
-            let back = std::fs::read(&dest)
-                .with_context(|| format!("{what} wrote nothing at {}", dest.display()))?;
-            let identical = Sha256::digest(&back) == digest;
-            std::fs::remove_file(&dest)?;
-            let push = pushed[t].context("every tool pushes before it gets")?;
+        for (t, p) in places.iter().enumerate() {
+            let of = |f: fn(&(Timing, Timing)) -> f64| median(times[t].iter().map(f).collect());
             outcomes[*c][t].push(Outcome {
                 original: original.len() as u64,
                 stored: p.stored(&name)?,
-                push,
-                get,
-                identical,
+                push: Timing {
+                    wall: of(|x| x.0.wall),
+                    cpu: of(|x| x.0.cpu),
+                },
+                get: Timing {
+                    wall: of(|x| x.1.wall),
+                    cpu: of(|x| x.1.cpu),
+                },
+                identical: identical[t],
             });
         }
         if plain {
@@ -444,6 +482,7 @@ pub fn run(a: BenchArchiveArgs) -> anyhow::Result<ExitCode> {
     }
     bar.finish_and_clear();
     let load_end = load_average();
+    let steal = steal_share(cpu_start.as_ref(), CpuTimes::now().as_ref());
 
     let labels: Vec<String> = places.iter().map(|p| p.tool.label()).collect();
     let mut corpus_docs: Vec<Value> = corpora
@@ -488,7 +527,9 @@ pub fn run(a: BenchArchiveArgs) -> anyhow::Result<ExitCode> {
             "cpu_model": cpu_model(),
             "load_average_start": load_start,
             "load_average_end": load_end,
+            "steal_percent": steal.map(|s| s * 100.0),
         },
+        "rounds": a.rounds,
         "references": REFERENCES,
         "tools": versions,
         "corpora": corpus_docs,
@@ -787,12 +828,15 @@ fn table(doc: &Value) -> String {
     let m = &doc["machine"];
     let _ = writeln!(
         s,
-        "PostgreSQL {}, {} MiB segments, wal_compression = off; {} CPUs; load average {} at start, {} at end",
+        "PostgreSQL {}, {} MiB segments, wal_compression = off; {} CPUs; load average {} at start, {} at end; \
+         CPU stolen by the host {}; {} round(s) per segment",
         doc["pg_version"].as_str().unwrap_or("?"),
         doc["segment_size"].as_u64().unwrap_or(0) >> 20,
         m["cpus"],
         m["load_average_start"].as_f64().map_or("?".into(), |l| format!("{l:.2}")),
         m["load_average_end"].as_f64().map_or("?".into(), |l| format!("{l:.2}")),
+        m["steal_percent"].as_f64().map_or("?".into(), |p| format!("{p:.1}%")),
+        doc["rounds"],
     );
     let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
     let x = |v: &Value| v.as_f64().map_or("-".to_string(), |r| format!("{r:.2}x"));
@@ -858,7 +902,7 @@ fn table(doc: &Value) -> String {
     }
     s.push_str(
         "\nratio: original bytes / stored bytes (relative: above 1 stores less than the reference). Times are medians \
-         per segment, one process per file; CPU is user + sys. Relative times are medians of the per-segment \
+         over segments (each segment's time the median of its rounds), one process per file; CPU is user + sys. Relative times are medians of the per-segment \
          ratios (tool / reference); below 1 is faster. restored: round trips identical to the original (SHA-256).\n",
     );
     s
@@ -918,6 +962,39 @@ fn load_average() -> Option<f64> {
         .next()?
         .parse()
         .ok()
+}
+
+/// The machine's CPU time counters, from the first line of /proc/stat (in clock ticks, every CPU together).
+struct CpuTimes {
+    steal: u64,
+    total: u64,
+}
+
+impl CpuTimes {
+    fn now() -> Option<CpuTimes> {
+        let text = std::fs::read_to_string("/proc/stat").ok()?;
+        let fields: Vec<u64> = text
+            .lines()
+            .next()?
+            .strip_prefix("cpu ")?
+            .split_whitespace()
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .ok()?;
+        // user nice system idle iowait irq softirq steal [guest guest_nice, already in user and nice]
+        Some(CpuTimes {
+            steal: *fields.get(7)?,
+            total: fields.iter().take(8).sum(),
+        })
+    }
+}
+
+/// The share of the machine's CPU time that its host gave to other virtual machines ("steal") between
+/// `start` and `end`: the figures were taken on a machine that much slower than it looked, and unevenly so.
+fn steal_share(start: Option<&CpuTimes>, end: Option<&CpuTimes>) -> Option<f64> {
+    let (start, end) = (start?, end?);
+    let total = end.total.checked_sub(start.total).filter(|&t| t > 0)?;
+    Some(end.steal.saturating_sub(start.steal) as f64 / total as f64)
 }
 
 /// The CPU model, from /proc/cpuinfo.
@@ -1003,5 +1080,23 @@ mod tests {
                 assert_eq!(positions.len(), n, "tool {t} of {n}");
             }
         }
+    }
+
+    #[test]
+    fn steal_share_is_stolen_ticks_over_all_ticks() {
+        let at = |steal, total| Some(CpuTimes { steal, total });
+        assert_eq!(
+            steal_share(at(10, 1000).as_ref(), at(60, 1200).as_ref()),
+            Some(0.25)
+        );
+        // No time passed, or a counter missing: no figure rather than a division by zero.
+        assert_eq!(
+            steal_share(at(10, 1000).as_ref(), at(10, 1000).as_ref()),
+            None
+        );
+        assert_eq!(steal_share(None, at(10, 1000).as_ref()), None);
+        // This machine's own counters read, and give a share.
+        let now = CpuTimes::now().expect("/proc/stat has a cpu line");
+        assert!(now.steal <= now.total);
     }
 }
