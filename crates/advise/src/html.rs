@@ -654,14 +654,7 @@ fn table(a: &Advice) -> String {
          <th>sampled</th></tr></thead>\n<tbody>\n",
     );
     for c in sorted(a) {
-        let sampled = match (c.ci_low, c.ci_high) {
-            (Some(lo), Some(hi)) if c.sampled => format!(
-                "\u{b1}{:.2}% ({:.1}% of images)",
-                100.0 * (hi - lo) as f64 / 2.0 / c.predicted_fpi_bytes.max(1) as f64,
-                100.0 * c.sample_rate
-            ),
-            _ => "exact".into(),
-        };
+        let sampled = crate::fmt::interval(c);
         let mut class = Vec::new();
         if c.stock {
             class.push("stock");

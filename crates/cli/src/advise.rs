@@ -186,14 +186,7 @@ pub(crate) fn print_table(a: &Advice) {
         "ctx KiB",
     );
     for c in sorted(a) {
-        let sampled = match (c.ci_low, c.ci_high) {
-            (Some(lo), Some(hi)) if c.sampled => format!(
-                "±{:.2}% ({:.1}% of images)",
-                100.0 * (hi - lo) as f64 / 2.0 / c.predicted_fpi_bytes.max(1) as f64,
-                100.0 * c.sample_rate
-            ),
-            _ => "exact".into(),
-        };
+        let sampled = advise::fmt::interval(c);
         println!(
             "{:<12} {:<5} {:>14} {:>14} {:>8.1}% {:>7} {:>9} {:>9} {:>8}  {}",
             c.spec.to_string(),
