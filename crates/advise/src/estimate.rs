@@ -64,10 +64,10 @@ pub struct RatioSums {
     pub xy: u128,
     /// Σ y².
     pub yy: u128,
-    /// Third powers: Σ x³, Σ x²y, Σ xy², Σ y³ (for Σ e³).
-    pub p3: [u128; 4],
-    /// Fourth powers: Σ x⁴, Σ x³y, Σ x²y², Σ xy³, Σ y⁴ (for Σ e⁴).
-    pub p4: [u128; 5],
+    /// Third powers of x and d = y − x: Σ x³, Σ x²d, Σ xd², Σ d³ (for Σ e³).
+    pub p3: [i128; 4],
+    /// Fourth powers: Σ x⁴, Σ x³d, Σ x²d², Σ xd³, Σ d⁴ (for Σ e⁴).
+    pub p4: [i128; 5],
 }
 
 impl RatioSums {
@@ -80,18 +80,22 @@ impl RatioSums {
         self.xx += x * x;
         self.xy += x * y;
         self.yy += y * y;
+        // In d = y − x rather than y: e = d − (r − 1)·x, and r is near 1 for a
+        // same-method auxiliary, so the expansion in `residual_powers` adds terms of
+        // the residuals' own size instead of cancelling ones of the pages' size.
         // x and y are page-sized (BLCKSZ ≤ 32 KB): x⁴ < 2^60, and no count of images
         // overflows the sums.
-        let (x2, y2) = (x * x, y * y);
+        let (x, d) = (x as i128, y as i128 - x as i128);
+        let (x2, d2) = (x * x, d * d);
         self.p3[0] += x2 * x;
-        self.p3[1] += x2 * y;
-        self.p3[2] += x * y2;
-        self.p3[3] += y2 * y;
+        self.p3[1] += x2 * d;
+        self.p3[2] += x * d2;
+        self.p3[3] += d2 * d;
         self.p4[0] += x2 * x2;
-        self.p4[1] += x2 * x * y;
-        self.p4[2] += x2 * y2;
-        self.p4[3] += x * y2 * y;
-        self.p4[4] += y2 * y2;
+        self.p4[1] += x2 * x * d;
+        self.p4[2] += x2 * d2;
+        self.p4[3] += x * d2 * d;
+        self.p4[4] += d2 * d2;
     }
 
     /// Adds another partial sum.
@@ -111,17 +115,18 @@ impl RatioSums {
     }
 
     /// Σ e², Σ e³ and Σ e⁴ over the sample, e = y − r·x, by the binomial expansion
-    /// of (y − r x)^k over the exact power sums. The even ones are clamped at 0
+    /// of (d − (r − 1)·x)^k over the exact power sums of x and d = y − x. The even ones are clamped at 0
     /// against rounding.
     pub fn residual_powers(&self, r: f64) -> [f64; 3] {
-        let f = |v: u128| v as f64;
-        let (r2, r3) = (r * r, r * r * r);
-        let e2 = f(self.yy) - 2.0 * r * f(self.xy) + r2 * f(self.xx);
+        let e2 = self.yy as f64 - 2.0 * r * self.xy as f64 + r * r * self.xx as f64;
+        let f = |v: i128| v as f64;
+        let s = r - 1.0;
+        let (s2, s3) = (s * s, s * s * s);
         let e3 =
-            f(self.p3[3]) - 3.0 * r * f(self.p3[2]) + 3.0 * r2 * f(self.p3[1]) - r3 * f(self.p3[0]);
-        let e4 = f(self.p4[4]) - 4.0 * r * f(self.p4[3]) + 6.0 * r2 * f(self.p4[2])
-            - 4.0 * r3 * f(self.p4[1])
-            + r2 * r2 * f(self.p4[0]);
+            f(self.p3[3]) - 3.0 * s * f(self.p3[2]) + 3.0 * s2 * f(self.p3[1]) - s3 * f(self.p3[0]);
+        let e4 = f(self.p4[4]) - 4.0 * s * f(self.p4[3]) + 6.0 * s2 * f(self.p4[2])
+            - 4.0 * s3 * f(self.p4[1])
+            + s2 * s2 * f(self.p4[0]);
         [e2.max(0.0), e3, e4.max(0.0)]
     }
 
@@ -325,6 +330,31 @@ mod tests {
         assert!((t_9995(f64::INFINITY) - 3.2905).abs() < 1e-4);
         assert_eq!(t_9995(0.2), t_9995(1.0));
         assert_eq!(t_9995(f64::NAN), t_9995(1.0));
+    }
+
+    /// Two levels that store almost the same bytes: residuals of a byte or two on
+    /// 8 KB pages. Expanded in y, Σ e⁴ would be lost in the rounding of Σ y⁴ (about
+    /// 10^20 here); expanded in d = y − x it keeps its digits.
+    #[test]
+    fn near_identical_levels_keep_their_fourth_power() {
+        let mut s = RatioSums::default();
+        let pts: Vec<(u64, u64)> = (0..100_000u64)
+            .map(|i| {
+                let x = 7_000 + (i * 7919) % 1_192;
+                (x, x - (i % 3))
+            })
+            .collect();
+        for &(x, y) in &pts {
+            s.add(x, y);
+        }
+        let r = s.y as f64 / s.x as f64;
+        let got = s.residual_powers(r);
+        for (k, g) in (2..=4).zip(got) {
+            let e = |&(x, y): &(u64, u64)| y as f64 - r * x as f64;
+            let want: f64 = pts.iter().map(|p| e(p).powi(k)).sum();
+            let scale: f64 = pts.iter().map(|p| e(p).abs().powi(k)).sum();
+            assert!((g - want).abs() <= 1e-6 * scale, "Σe^{k}: {g} vs {want}");
+        }
     }
 
     #[test]
