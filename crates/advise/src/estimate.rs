@@ -58,13 +58,9 @@ pub struct RatioSums {
     pub x: u128,
     /// Σ y.
     pub y: u128,
-    /// Σ x².
-    pub xx: u128,
-    /// Σ x·y.
-    pub xy: u128,
-    /// Σ y².
-    pub yy: u128,
-    /// Third powers of x and d = y − x: Σ x³, Σ x²d, Σ xd², Σ d³ (for Σ e³).
+    /// Second powers of x and d = y − x: Σ x², Σ xd, Σ d² (for Σ e²).
+    pub p2: [i128; 3],
+    /// Third powers: Σ x³, Σ x²d, Σ xd², Σ d³ (for Σ e³).
     pub p3: [i128; 4],
     /// Fourth powers: Σ x⁴, Σ x³d, Σ x²d², Σ xd³, Σ d⁴ (for Σ e⁴).
     pub p4: [i128; 5],
@@ -77,9 +73,6 @@ impl RatioSums {
         self.n += 1;
         self.x += x;
         self.y += y;
-        self.xx += x * x;
-        self.xy += x * y;
-        self.yy += y * y;
         // In d = y − x rather than y: e = d − (r − 1)·x, and r is near 1 for a
         // same-method auxiliary, so the expansion in `residual_powers` adds terms of
         // the residuals' own size instead of cancelling ones of the pages' size.
@@ -87,6 +80,9 @@ impl RatioSums {
         // overflows the sums.
         let (x, d) = (x as i128, y as i128 - x as i128);
         let (x2, d2) = (x * x, d * d);
+        self.p2[0] += x2;
+        self.p2[1] += x * d;
+        self.p2[2] += d2;
         self.p3[0] += x2 * x;
         self.p3[1] += x2 * d;
         self.p3[2] += x * d2;
@@ -103,9 +99,9 @@ impl RatioSums {
         self.n += o.n;
         self.x += o.x;
         self.y += o.y;
-        self.xx += o.xx;
-        self.xy += o.xy;
-        self.yy += o.yy;
+        for (a, b) in self.p2.iter_mut().zip(o.p2) {
+            *a += b;
+        }
         for (a, b) in self.p3.iter_mut().zip(o.p3) {
             *a += b;
         }
@@ -115,13 +111,13 @@ impl RatioSums {
     }
 
     /// Σ e², Σ e³ and Σ e⁴ over the sample, e = y − r·x, by the binomial expansion
-    /// of (d − (r − 1)·x)^k over the exact power sums of x and d = y − x. The even ones are clamped at 0
-    /// against rounding.
+    /// of (d − (r − 1)·x)^k over the exact power sums of x and d = y − x. The even
+    /// ones are clamped at 0 against rounding.
     pub fn residual_powers(&self, r: f64) -> [f64; 3] {
-        let e2 = self.yy as f64 - 2.0 * r * self.xy as f64 + r * r * self.xx as f64;
         let f = |v: i128| v as f64;
         let s = r - 1.0;
         let (s2, s3) = (s * s, s * s * s);
+        let e2 = f(self.p2[2]) - 2.0 * s * f(self.p2[1]) + s2 * f(self.p2[0]);
         let e3 =
             f(self.p3[3]) - 3.0 * s * f(self.p3[2]) + 3.0 * s2 * f(self.p3[1]) - s3 * f(self.p3[0]);
         let e4 = f(self.p4[4]) - 4.0 * s * f(self.p4[3]) + 6.0 * s2 * f(self.p4[2])
