@@ -145,8 +145,16 @@ pub struct ListArgs {
 
 pub fn run(cmd: ArchiveCommand) -> anyhow::Result<ExitCode> {
     match cmd {
-        ArchiveCommand::Push(a) => push(a),
-        ArchiveCommand::Get(a) => get(a),
+        // One file per process (archive_command, restore_command): the allocator's arena
+        // saves most of the page faults of their middle-sized buffers (see crate::alloc).
+        ArchiveCommand::Push(a) => {
+            crate::alloc::use_arena();
+            push(a)
+        }
+        ArchiveCommand::Get(a) => {
+            crate::alloc::use_arena();
+            get(a)
+        }
         ArchiveCommand::List(a) => list(a, false),
         ArchiveCommand::Info(a) => list(a, true),
         ArchiveCommand::Verify(a) => verify(a),
