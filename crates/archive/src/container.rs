@@ -1,14 +1,15 @@
-//! The self-describing container every archived file is stored in (format version 5; versions
+//! The self-describing container every archived file is stored in (format version 6; versions
 //! 1, which lacks the WAL records transform, 2, which stores each stream in one part, 3,
-//! which has no SHA-256 checkpoint, and 4, which has no BLAKE3 digest, are still read).
+//! which has no SHA-256 checkpoint, 4, which has no BLAKE3 digest, and 5, which has a BLAKE3
+//! digest instead of an XXH3-128 one, are still read).
 //!
 //! All integers are little-endian. A container is a header followed by a payload:
 //!
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 8 | magic `PGCZARC` + `\n` ([`MAGIC`]) |
-//! | 8 | 2 | format version, 5 ([`FORMAT_VERSION`]; 1 to 4 are read too) |
-//! | 10 | 2 | flags: [`FLAG_CHECKPOINT`] (version 4 and later), [`FLAG_BLAKE3`] (version 5 and later); readers reject unknown bits |
+//! | 8 | 2 | format version, 6 ([`FORMAT_VERSION`]; 1 to 5 are read too) |
+//! | 10 | 2 | flags: [`FLAG_CHECKPOINT`] (version 4 and later), [`FLAG_BLAKE3`] (version 5 and later), [`FLAG_XXH3`] (version 6 and later); readers reject unknown bits |
 //! | 12 | 4 | header length `H`: bytes from offset 0 to the end of the header checksum |
 //! | 16 | 8 | original size |
 //! | 24 | 32 | SHA-256 of the original |
@@ -23,6 +24,7 @@
 //! | | 24 | WAL records transform only: first `xl_prev` u64, records u64, lead length u64 ([`SplitInfo`]) |
 //! | | 40 | [`FLAG_CHECKPOINT`] only: offset u64, SHA-256 state after that many bytes of the original ([`crate::sha::Checkpoint`]) |
 //! | | 32 | [`FLAG_BLAKE3`] only: BLAKE3 (256-bit) of the original |
+//! | | 16 | [`FLAG_XXH3`] only: XXH3-128 of the original, big-endian (the canonical form `xxhsum -H2` prints) |
 //! | | 24 × n | parts: kind u8, role u8, filter u8 (0 none, 1 word-coded, streams of version 2 and later only), reserved u8, CRC-32C of the stored bytes u32, raw length u64, stored length u64 |
 //! | H − 4 | 4 | CRC-32C of bytes 0..H−4 |
 //!
@@ -40,9 +42,15 @@
 //! can compress and decompress one large stream; version 2 stores each stream at most once.
 //! Optional stale bytes (role 2) and an optional zero tail (role 3) follow.
 //!
-//! Version 5 writers record a BLAKE3 digest of the original beside its SHA-256, and no
-//! checkpoint. `get` checks the BLAKE3 digest of what it rebuilt (a cryptographic hash like
-//! SHA-256, and three times faster here), `verify` and [`decode`] check both.
+//! Version 6 writers record the XXH3-128 digest of the original beside its SHA-256 (version 5
+//! writers recorded a BLAKE3 digest instead, version 4 writers a SHA-256 checkpoint). `get`
+//! checks the XXH3-128 digest of what it rebuilt, at about 15 GB/s against BLAKE3's 4 and
+//! SHA-256's 1.1 on one core here; `verify` and [`decode`] check every digest the header
+//! records, the SHA-256 always. XXH3 is not a cryptographic hash: it is there to catch a
+//! rebuild that went wrong or bytes damaged past the per-part CRC-32C, for which 128 bits
+//! leave a chance of 2^-128 of a miss. Against someone who can write to the repository no
+//! digest in the header helps, since they can rewrite the header too; the SHA-256 remains
+//! the file's identity.
 //!
 //! Parsing is sans-IO ([`Header::parse`], [`decode`]): every length is checked against the bytes
 //! present and a hard cap before anything is allocated, and decompression is capped at the
@@ -59,7 +67,7 @@ use crate::walsplit::{Piece, Source, SplitInfo, Stream, STREAMS};
 /// The first eight bytes of every container.
 pub const MAGIC: [u8; 8] = *b"PGCZARC\n";
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 5;
+pub const FORMAT_VERSION: u16 = 6;
 /// The oldest format version this build reads.
 pub const OLDEST_READABLE_VERSION: u16 = 1;
 /// Size of the fixed part of the header.
@@ -78,6 +86,10 @@ pub const CHECKPOINT_LEN: usize = 40;
 pub const FLAG_BLAKE3: u16 = 2;
 /// Size of a BLAKE3 digest.
 pub const BLAKE3_LEN: usize = 32;
+/// Flag (version 6 and later): the header holds the XXH3-128 digest of the original.
+pub const FLAG_XXH3: u16 = 4;
+/// Size of an XXH3-128 digest.
+pub const XXH3_LEN: usize = 16;
 /// Largest header accepted.
 pub const MAX_HEADER_LEN: usize = 64 * 1024;
 /// Longest original file name.
@@ -250,8 +262,12 @@ pub struct Header {
     /// two threads (version 4 and later, files of [`crate::sha::CHECKPOINT_MIN_SIZE`] bytes
     /// and more).
     pub checkpoint: Option<Checkpoint>,
-    /// BLAKE3 of the original (version 5 and later), what `get` checks.
+    /// BLAKE3 of the original (what version 5 writers record), what `get` checks when
+    /// there is no XXH3-128 digest.
     pub blake3: Option<[u8; 32]>,
+    /// XXH3-128 of the original, big-endian (what version 6 writers record), what `get`
+    /// checks.
+    pub xxh3: Option<[u8; 16]>,
 }
 
 impl Header {
@@ -264,6 +280,7 @@ impl Header {
             + wal
             + self.checkpoint.map_or(0, |_| CHECKPOINT_LEN)
             + self.blake3.map_or(0, |_| BLAKE3_LEN)
+            + self.xxh3.map_or(0, |_| XXH3_LEN)
             + PART_LEN * self.parts.len()
             + 4
     }
@@ -298,7 +315,7 @@ impl Header {
             FLAG_BLAKE3
         } else {
             0
-        };
+        } | if self.xxh3.is_some() { FLAG_XXH3 } else { 0 };
         b.extend_from_slice(&flags.to_le_bytes());
         b.extend_from_slice(&(len as u32).to_le_bytes());
         b.extend_from_slice(&self.original_size.to_le_bytes());
@@ -327,6 +344,9 @@ impl Header {
             b.extend_from_slice(&c.state);
         }
         if let Some(d) = &self.blake3 {
+            b.extend_from_slice(d);
+        }
+        if let Some(d) = &self.xxh3 {
             b.extend_from_slice(d);
         }
         for p in &self.parts {
@@ -364,7 +384,8 @@ impl Header {
         }
         let flags = u16_at(buf, 10);
         let known = match version {
-            5.. => FLAG_CHECKPOINT | FLAG_BLAKE3,
+            6.. => FLAG_CHECKPOINT | FLAG_BLAKE3 | FLAG_XXH3,
+            5 => FLAG_CHECKPOINT | FLAG_BLAKE3,
             4 => FLAG_CHECKPOINT,
             _ => 0,
         };
@@ -446,12 +467,14 @@ impl Header {
         } else {
             0
         };
+        let xxh3_len = if flags & FLAG_XXH3 != 0 { XXH3_LEN } else { 0 };
         let expect = FIXED_LEN
             + name_len
             + spec_len
             + wal_len
             + checkpoint_len
             + blake3_len
+            + xxh3_len
             + PART_LEN * nparts
             + 4;
         if expect != h.len() {
@@ -521,6 +544,14 @@ impl Header {
         } else {
             None
         };
+        let xxh3 = if xxh3_len > 0 {
+            let mut d = [0u8; XXH3_LEN];
+            d.copy_from_slice(&h[at..at + XXH3_LEN]);
+            at += XXH3_LEN;
+            Some(d)
+        } else {
+            None
+        };
         let mut parts = Vec::with_capacity(nparts);
         let mut total: u64 = 0;
         for i in 0..nparts {
@@ -583,6 +614,7 @@ impl Header {
             parts,
             checkpoint,
             blake3,
+            xxh3,
         })
     }
 }
@@ -698,8 +730,11 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Vec<u8>), ContainerError> {
 }
 
 /// Checks the SHA-256 of `out` against the header's, the checkpoint if there is one, and the
-/// BLAKE3 digest if there is one.
+/// BLAKE3 and XXH3-128 digests if there are.
 fn check_hash(header: &Header, out: &[u8]) -> Result<(), ContainerError> {
+    if let Some(expected) = &header.xxh3 {
+        check_xxh3(expected, &xxh3(out))?;
+    }
     if let Some(expected) = &header.blake3 {
         check_blake3(expected, blake3::hash(out).as_bytes())?;
     }
@@ -732,6 +767,25 @@ fn check_hash(header: &Header, out: &[u8]) -> Result<(), ContainerError> {
 pub(crate) fn check_blake3(expected: &[u8; 32], actual: &[u8; 32]) -> Result<(), ContainerError> {
     if expected != actual {
         return Err(ContainerError::Blake3Mismatch {
+            expected: hex(expected),
+            actual: hex(actual),
+        });
+    }
+    Ok(())
+}
+
+/// The XXH3-128 digest of `data`, big-endian (the canonical form).
+pub fn xxh3(data: &[u8]) -> [u8; XXH3_LEN] {
+    twox_hash::XxHash3_128::oneshot(data).to_be_bytes()
+}
+
+/// An error unless `actual`, the XXH3-128 digest of the rebuilt file, is `expected`.
+pub(crate) fn check_xxh3(
+    expected: &[u8; XXH3_LEN],
+    actual: &[u8; XXH3_LEN],
+) -> Result<(), ContainerError> {
+    if expected != actual {
+        return Err(ContainerError::Xxh3Mismatch {
             expected: hex(expected),
             actual: hex(actual),
         });

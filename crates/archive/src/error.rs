@@ -102,6 +102,14 @@ pub enum ContainerError {
         /// Hex BLAKE3 of the decoded bytes.
         actual: String,
     },
+    /// The decoded bytes do not have the original's XXH3-128 digest.
+    #[error("decoded content has XXH3-128 {actual}, expected {expected}")]
+    Xxh3Mismatch {
+        /// Hex XXH3-128 from the header.
+        expected: String,
+        /// Hex XXH3-128 of the decoded bytes.
+        actual: String,
+    },
 }
 
 /// Errors of packing files and of the repository.

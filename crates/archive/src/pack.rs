@@ -63,8 +63,8 @@ pub fn pack(name: &str, data: &[u8], spec: &Spec) -> Result<Packed, ArchiveError
 pub(crate) struct Hash {
     /// SHA-256: the file's identity (`archive info`, pushes of a name already archived).
     pub(crate) sha256: [u8; 32],
-    /// BLAKE3: what `get` checks.
-    pub(crate) blake3: [u8; 32],
+    /// XXH3-128: what `get` checks.
+    pub(crate) xxh3: [u8; 16],
 }
 
 impl Hash {
@@ -73,7 +73,7 @@ impl Hash {
         use sha2::Digest;
         Hash {
             sha256: sha2::Sha256::digest(data).into(),
-            blake3: *blake3::hash(data).as_bytes(),
+            xxh3: crate::container::xxh3(data),
         }
     }
 }
@@ -212,7 +212,8 @@ fn build(
         transform,
         parts,
         checkpoint: None,
-        blake3: Some(hash.blake3),
+        blake3: None,
+        xxh3: Some(hash.xxh3),
     };
     let mut bytes = header.encode();
     bytes.extend_from_slice(&payload);
@@ -315,7 +316,8 @@ fn build_records(
         transform: Transform::WalRecords(info, split.info),
         parts,
         checkpoint: None,
-        blake3: Some(hash.blake3),
+        blake3: None,
+        xxh3: Some(hash.xxh3),
     };
     let mut bytes = header.encode();
     bytes.extend_from_slice(&payload);

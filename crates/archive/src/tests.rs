@@ -299,13 +299,13 @@ fn rewrite_header(path: &std::path::Path, version: u16, edit: impl FnOnce(&mut H
     std::fs::write(path, &out).expect("write container");
 }
 
-/// `c` with one bit flipped in the 32-byte `field` of its header, and the header checksum
+/// `c` with one bit flipped in the `field` of its header (found by its bytes), and the header checksum
 /// made right again.
-fn flip_in_header(c: &[u8], field: &[u8; 32]) -> Vec<u8> {
+fn flip_in_header(c: &[u8], field: &[u8]) -> Vec<u8> {
     let mut c = c.to_vec();
     let hlen = u32::from_le_bytes(c[12..16].try_into().expect("4 bytes")) as usize;
     let at = c[..hlen]
-        .windows(32)
+        .windows(field.len())
         .position(|w| w == field)
         .expect("field in the header");
     c[at] ^= 0x40;
@@ -330,29 +330,74 @@ fn pushed_big(seed: u64) -> (tempfile::TempDir, Repository, Vec<u8>, Header, Pat
 }
 
 #[test]
-fn get_checks_the_blake3_digest_and_verify_checks_both() {
+fn xxh3_128_is_the_reference_function() {
+    // Test vectors of XXH3-128 (seed 0), from the reference implementation's canonical
+    // output (`xxhsum -H2`): the empty input, and one byte.
+    assert_eq!(
+        crate::container::hex(&crate::container::xxh3(b"")),
+        "99aa06d3014798d86001c324468d497f"
+    );
+    assert_eq!(
+        crate::container::hex(&crate::container::xxh3(b"a")),
+        "a96faf705af16834e6c632b61e964e1f"
+    );
+}
+
+#[test]
+fn get_checks_the_xxh3_digest_and_verify_checks_both() {
     let (dir, repo, data, header, path) = pushed_big(5);
-    assert_eq!(header.blake3, Some(*blake3::hash(&data).as_bytes()));
+    assert_eq!(header.xxh3, Some(crate::container::xxh3(&data)));
+    assert!(header.blake3.is_none());
     assert!(header.checkpoint.is_none());
     let dest = dir.path().join("out");
     repo.get("big", &dest).expect("get");
     assert!(std::fs::read(&dest).expect("read") == data);
     std::fs::remove_file(&dest).expect("rm");
-    // A container whose BLAKE3 digest does not belong to the file (its header checksum made
-    // right again) restores nothing, and verify says so too.
+    // A container whose XXH3-128 digest does not belong to the file (its header checksum
+    // made right again) restores nothing, and verify says so too.
     let good = std::fs::read(&path).expect("read container");
-    let bad = flip_in_header(&good, &header.blake3.expect("digest"));
+    let bad = flip_in_header(&good, &header.xxh3.expect("digest"));
     std::fs::write(&path, &bad).expect("write container");
     let err = repo.get("big", &dest).expect_err("a wrong digest fails");
-    assert!(err.to_string().contains("BLAKE3"), "{err}");
+    assert!(err.to_string().contains("XXH3-128"), "{err}");
     assert!(!dest.exists());
     assert!(repo.verify_one("big").is_err());
+    assert!(decode(&bad).is_err());
     // A wrong SHA-256 is not what get checks, but verify and decode catch it.
     let bad = flip_in_header(&good, &header.sha256);
     std::fs::write(&path, &bad).expect("write container");
     let err = repo.verify_one("big").expect_err("verify fails");
     assert!(err.to_string().contains("SHA-256"), "{err}");
     assert!(decode(&bad).is_err());
+}
+
+#[test]
+fn a_format_5_file_is_checked_by_its_blake3_digest() {
+    let (dir, repo, data, _, path) = pushed_big(6);
+    // What a format 5 writer stored: a BLAKE3 digest where format 6 has XXH3-128.
+    let digest = *blake3::hash(&data).as_bytes();
+    rewrite_header(&path, 5, |h| {
+        h.xxh3 = None;
+        h.blake3 = Some(digest);
+    });
+    let dest = dir.path().join("out");
+    repo.get("big", &dest).expect("get");
+    assert!(std::fs::read(&dest).expect("read") == data);
+    std::fs::remove_file(&dest).expect("rm");
+    repo.verify_one("big").expect("verify");
+    let bad = flip_in_header(&std::fs::read(&path).expect("read container"), &digest);
+    std::fs::write(&path, &bad).expect("write container");
+    let err = repo.get("big", &dest).expect_err("a wrong digest fails");
+    assert!(err.to_string().contains("BLAKE3"), "{err}");
+    assert!(!dest.exists());
+    assert!(repo.verify_one("big").is_err());
+    assert!(decode(&bad).is_err());
+    // Format 5 did not know the XXH3-128 flag: a version 5 header that sets it is refused.
+    rewrite_header(&path, 5, |h| h.xxh3 = Some([0; 16]));
+    let err = repo
+        .get("big", &dest)
+        .expect_err("unknown flag in version 5");
+    assert!(err.to_string().contains("flag"), "{err}");
 }
 
 #[test]
@@ -363,7 +408,7 @@ fn a_format_4_file_is_hashed_in_two_halves_and_a_wrong_checkpoint_is_caught() {
     let cp = cp.expect("a 6 MB file has a checkpoint");
     assert_eq!(cp.offset, 3 << 20);
     rewrite_header(&path, 4, |h| {
-        h.blake3 = None;
+        h.xxh3 = None;
         h.checkpoint = Some(cp);
     });
     let dest = dir.path().join("out");

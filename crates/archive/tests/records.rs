@@ -37,11 +37,11 @@ fn segments() -> Vec<(String, Vec<u8>)> {
 /// `container` with its format version field set to `version` and the header checksum
 /// recomputed.
 fn with_version(container: &[u8], version: u16) -> Vec<u8> {
-    // Before version 5 there is no BLAKE3 digest: the header is written again without it.
+    // Before version 6 there is no XXH3-128 digest: the header is written again without it.
     let (mut header, hlen) = Header::parse(container)
         .expect("parse")
         .expect("whole header");
-    header.blake3 = None;
+    header.xxh3 = None;
     let mut c = header.encode();
     c.extend_from_slice(&container[hlen..]);
     c[8..10].copy_from_slice(&version.to_le_bytes());
@@ -84,10 +84,11 @@ fn every_segment_takes_the_records_transform_and_comes_back() {
             .windows(2)
             .any(|w| w[0] == w[1] && matches!(w[0], Role::WalStream(_)));
         cut_streams += usize::from(cut);
-        // Version 3 is version 5 without the SHA-256 checkpoint, which version 5 writers
-        // never write, and without the BLAKE3 digest, which they always write.
+        // Version 3 is version 6 without the SHA-256 checkpoint, which version 6 writers
+        // never write, and without the XXH3-128 digest, which they always write.
         assert!(packed.header.checkpoint.is_none());
-        assert_eq!(packed.header.blake3, Some(*blake3::hash(&data).as_bytes()));
+        assert!(packed.header.blake3.is_none());
+        assert_eq!(packed.header.xxh3, Some(archive::container::xxh3(&data)));
         let (_, back4) = decode(&with_version(&packed.bytes, 4)).expect("version 4 read");
         assert!(back4 == data, "{name}: version 4 read");
         let (_, back3) = decode(&with_version(&packed.bytes, 3)).expect("version 3 read");

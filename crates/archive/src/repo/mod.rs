@@ -11,7 +11,7 @@
 //!   server that crashed after archiving but before marking the segment done pushes it again;
 //!   different content, or a damaged existing copy, is an error and nothing is overwritten.
 //! - get rebuilds the file into a temporary file next to the destination while hashing it
-//!   (BLAKE3; the SHA-256 for a container written before format 5), and renames it into place
+//!   (XXH3-128; BLAKE3 for a container of format 5, the SHA-256 before), and renames it into place
 //!   only if the hash matches (fsynced only when asked), so the destination appears only
 //!   complete and checked. A name the repository does not hold is [`ArchiveError::NotFound`]
 //!   only once the repository itself is known to be there: a missing directory or bucket is
@@ -276,8 +276,8 @@ impl Repository {
         Ok(Some(PushOutcome::AlreadyArchived(header)))
     }
 
-    /// Restores `name` to `dest` after checking its hash (the BLAKE3 digest the container
-    /// records, or its SHA-256 when it records none, before format 5);
+    /// Restores `name` to `dest` after checking its hash (the XXH3-128 digest the container
+    /// records; the BLAKE3 digest in format 5, the SHA-256 before);
     /// [`ArchiveError::NotFound`] if the repository does not hold it. `dest` is created only
     /// when everything checked out.
     ///
@@ -305,17 +305,14 @@ impl Repository {
         // The output is written to a temporary file and hashed, each on a thread of its own,
         // as it is rebuilt; the file gets its name only if the hash matches. With a checkpoint
         // in the header, two threads hash the two halves at the same time.
-        let (checkpoint, blake3) = match container::Header::parse(&bytes) {
-            Ok(Some((h, _))) => (h.checkpoint, h.blake3),
+        let (checkpoint, fast) = match container::Header::parse(&bytes) {
+            Ok(Some((h, _))) => (h.checkpoint, FastDigest::for_header(&h)),
             _ => (None, None),
         };
-        if blake3.is_some() {
+        if let Some(mut hasher) = fast {
             return write_checked(dest, fsync, |file, tmp| {
-                let mut hasher = blake3::Hasher::new();
                 let mut written: std::io::Result<()> = Ok(());
-                let mut hash = |piece: &[u8]| {
-                    hasher.update(piece);
-                };
+                let mut hash = |piece: &[u8]| hasher.update(piece);
                 let mut write = |piece: &[u8]| {
                     if written.is_ok() {
                         written = file.write_all(piece);
@@ -326,14 +323,7 @@ impl Repository {
                         .and_then(|(h, data)| Ok((check_same_name(name, h)?, data)))
                         .map_err(corrupt)?;
                 written.map_err(ArchiveError::io("writing", tmp))?;
-                let expected = header.blake3.ok_or_else(|| {
-                    corrupt(ContainerError::Field {
-                        field: "flags",
-                        detail: "no BLAKE3 digest on the second read of the header".into(),
-                    })
-                })?;
-                container::check_blake3(&expected, hasher.finalize().as_bytes())
-                    .map_err(corrupt)?;
+                hasher.check(&header).map_err(corrupt)?;
                 Ok(header)
             });
         }
@@ -560,4 +550,52 @@ pub(crate) fn nanos() -> u128 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos())
+}
+
+/// The digest `get` checks while it writes, for containers that record one besides the
+/// SHA-256: XXH3-128 (format 6), else BLAKE3 (format 5).
+enum FastDigest {
+    Xxh3(Box<twox_hash::XxHash3_128>),
+    Blake3(Box<blake3::Hasher>),
+}
+
+impl FastDigest {
+    /// The hasher for the digest `header` records, if it records one.
+    fn for_header(header: &container::Header) -> Option<FastDigest> {
+        if header.xxh3.is_some() {
+            Some(FastDigest::Xxh3(Box::default()))
+        } else if header.blake3.is_some() {
+            Some(FastDigest::Blake3(Box::default()))
+        } else {
+            None
+        }
+    }
+
+    fn update(&mut self, bytes: &[u8]) {
+        match self {
+            FastDigest::Xxh3(h) => h.write(bytes),
+            FastDigest::Blake3(h) => {
+                h.update(bytes);
+            }
+        }
+    }
+
+    /// An error unless the bytes hashed have the digest `header` records (the header read
+    /// again after decoding, which must record the same kind).
+    fn check(self, header: &container::Header) -> Result<(), ContainerError> {
+        let missing = |kind: &str| ContainerError::Field {
+            field: "flags",
+            detail: format!("no {kind} digest on the second read of the header"),
+        };
+        match self {
+            FastDigest::Xxh3(h) => {
+                let expected = header.xxh3.ok_or_else(|| missing("XXH3-128"))?;
+                container::check_xxh3(&expected, &h.finish_128().to_be_bytes())
+            }
+            FastDigest::Blake3(h) => {
+                let expected = header.blake3.ok_or_else(|| missing("BLAKE3"))?;
+                container::check_blake3(&expected, h.finalize().as_bytes())
+            }
+        }
+    }
 }
