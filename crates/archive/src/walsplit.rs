@@ -163,14 +163,32 @@ impl Pages {
 
     /// Calls `f(segment offset, length)` for each run of segment bytes that the content
     /// range `pos..pos + len` occupies, in order (one per page it touches).
-    fn runs(&self, pos: usize, len: usize, mut f: impl FnMut(usize, usize)) {
-        let (mut pos, mut left) = (pos, len);
-        while left > 0 {
-            let off = self.data_offset(pos);
-            let n = (self.blcksz - off % self.blcksz).min(left);
-            f(off, n);
-            pos += n;
+    fn runs(&self, pos: usize, len: usize, f: impl FnMut(usize, usize)) {
+        if len > 0 {
+            self.runs_from(self.data_offset(pos), len, f);
+        }
+    }
+
+    /// [`Pages::runs`] from segment offset `off` (that of a content offset), returning the
+    /// segment offset of the content byte after the range. `blcksz` is a power of two, and
+    /// every page after the first starts with a short header, so after the first run each
+    /// run starts a header's length into the next page; no division is needed.
+    fn runs_from(&self, mut off: usize, len: usize, mut f: impl FnMut(usize, usize)) -> usize {
+        let mask = self.blcksz - 1;
+        let mut left = len;
+        loop {
+            let n = (self.blcksz - (off & mask)).min(left);
+            if n > 0 {
+                f(off, n);
+            }
             left -= n;
+            off += n;
+            if off & mask == 0 {
+                off += SHORT_PAGE_HEADER_LEN;
+            }
+            if left == 0 {
+                return off;
+            }
         }
     }
 
@@ -658,6 +676,7 @@ pub fn join_sources(
         next_page: 1,
         cursor: 0,
         spans: Spans(Vec::new()),
+        after: (0, LONG_PAGE_HEADER_LEN),
     };
     w.put(0, first_bytes, &mut wait);
     let lead = r[Stream::Raw as usize].take(lead_len)?;
@@ -671,7 +690,8 @@ pub fn join_sources(
         w.spans.0.push((0, rem));
     }
     let mut body = Body::default();
-    let mut prev_pos: Option<usize> = None;
+    // Segment offset of the previous record's header (its LSN less the segment start).
+    let mut prev_off: Option<usize> = None;
     let mut pos = lead_len;
     for i in 0..records {
         let tot = u32::from_le_bytes(four(r[Stream::RecLen as usize].take(4)?)) as usize;
@@ -697,9 +717,9 @@ pub fn join_sources(
                 "record {i}: {tot} bytes long, the streams hold {payload_left}"
             ));
         }
-        let prev = match prev_pos {
+        let prev = match prev_off {
             None => info.first_prev,
-            Some(pp) => pages.lsn_of(pp),
+            Some(o) => pages.start.wrapping_add(o as u64),
         };
         // The block headers' length is known once they are parsed: parse them from as many
         // stream bytes as the record could hold, then take only what they occupy.
@@ -711,8 +731,16 @@ pub fn join_sources(
         if payload - RECORD_HEADER_LEN > avail {
             return Err(format!("record {i}: block headers run past their stream"));
         }
-        // The body goes straight to its place, its CRC-32C computed on the way; the header,
-        // which the CRC ends with, goes last.
+        // The header goes first, its CRC-32C left zero; the body follows it, the CRC
+        // computed on the way, and the CRC (which ends with the header's first 20 bytes)
+        // goes in last. Every write continues the one before it, so none needs a division
+        // to find its place.
+        let mut header = [0u8; RECORD_HEADER_LEN];
+        header[0..4].copy_from_slice(&(tot as u32).to_le_bytes());
+        header[4..8].copy_from_slice(&xid);
+        header[8..16].copy_from_slice(&prev.to_le_bytes());
+        header[16..20].copy_from_slice(&inf);
+        let header_off = w.write(&pages, pos, &header, &mut wait);
         let mut at = pos + RECORD_HEADER_LEN;
         let mut crc = 0;
         let mut put = |bytes: &[u8], w: &mut Window| {
@@ -739,16 +767,11 @@ pub fn join_sources(
             &mut w,
         );
         debug_assert_eq!(at, pos + tot);
-        let mut header = [0u8; RECORD_HEADER_LEN];
-        header[0..4].copy_from_slice(&(tot as u32).to_le_bytes());
-        header[4..8].copy_from_slice(&xid);
-        header[8..16].copy_from_slice(&prev.to_le_bytes());
-        header[16..20].copy_from_slice(&inf);
         let crc = crc32c::crc32c_append(crc, &header[..RECORD_CRC_OFFSET]);
-        header[20..24].copy_from_slice(&crc.to_le_bytes());
-        w.write(&pages, pos, &header, &mut wait);
+        let crc_off = pages.runs_from(header_off, RECORD_CRC_OFFSET, |_, _| {});
+        w.write_at(&pages, crc_off, &crc.to_le_bytes(), &mut wait);
         w.spans.0.push((pos, tot));
-        prev_pos = Some(pos);
+        prev_off = Some(header_off);
         let next = maxalign(pos + tot).min(content_len);
         w.write(
             &pages,
@@ -758,7 +781,7 @@ pub fn join_sources(
         );
         pos = next;
         // Everything before the page the next record starts in is final.
-        let upto = pages.data_offset(pos) / blcksz * blcksz;
+        let upto = w.offset_of(&pages, pos) & !(blcksz - 1);
         if upto >= w.first + CHUNK {
             w.release(
                 &pages,
@@ -816,8 +839,8 @@ pub fn join_sources(
 /// and what it needs to finish pages: page headers are filled in order as the content before
 /// them is final.
 struct Window {
-    /// Chunks from segment offset `first` on.
-    chunks: std::collections::VecDeque<Arc<Vec<u8>>>,
+    /// Chunks from segment offset `first` on (not shared until they are handed out).
+    chunks: std::collections::VecDeque<Vec<u8>>,
     /// Segment offset of `chunks[0]` (a multiple of [`CHUNK`]).
     first: usize,
     /// The valid length: the last chunk is cut there.
@@ -830,22 +853,30 @@ struct Window {
     cursor: usize,
     /// Lead, records and tail so far.
     spans: Spans,
+    /// The content offset the last [`Window::write`] ended at, and its segment offset: most
+    /// writes continue where the last one ended, and then need no division.
+    after: (usize, usize),
 }
 
 impl Window {
     /// A chunk to write into: one whose pieces have all been dropped, else a new one while
     /// fewer than [`CHUNKS_IN_FLIGHT`] are out (or none is out: a record may need more),
     /// else the first to come back after `wait` (or a new one if `wait` says none will).
-    fn fresh_chunk(&mut self, wait: &mut impl FnMut() -> bool) -> Arc<Vec<u8>> {
+    fn fresh_chunk(&mut self, wait: &mut impl FnMut() -> bool) -> Vec<u8> {
         loop {
             if let Some(i) = self.lent.iter().position(|c| Arc::strong_count(c) == 1) {
-                return self.lent.swap_remove(i);
+                // Only this window holds it (no weak references are ever made), and only
+                // this window makes copies, so the count cannot go up again.
+                if let Ok(chunk) = Arc::try_unwrap(self.lent.swap_remove(i)) {
+                    return chunk;
+                }
+                continue;
             }
             if self.lent.len() + self.chunks.len() < CHUNKS_IN_FLIGHT
                 || self.lent.is_empty()
                 || !wait()
             {
-                return Arc::new(vec![0u8; CHUNK]);
+                return vec![0u8; CHUNK];
             }
         }
     }
@@ -860,21 +891,53 @@ impl Window {
                 self.chunks.push_back(chunk);
             }
             let n = (CHUNK - o).min(bytes.len());
-            let chunk =
-                Arc::get_mut(&mut self.chunks[c]).expect("a chunk being written is not lent");
-            chunk[o..o + n].copy_from_slice(&bytes[..n]);
+            self.chunks[c][o..o + n].copy_from_slice(&bytes[..n]);
             bytes = &bytes[n..];
             off += n;
         }
     }
 
     /// Writes content bytes at content offset `pos`.
-    fn write(&mut self, pages: &Pages, pos: usize, bytes: &[u8], wait: &mut impl FnMut() -> bool) {
+    /// Returns the segment offset of `pos`.
+    fn write(
+        &mut self,
+        pages: &Pages,
+        pos: usize,
+        bytes: &[u8],
+        wait: &mut impl FnMut() -> bool,
+    ) -> usize {
+        let off = self.offset_of(pages, pos);
+        if !bytes.is_empty() {
+            let end = self.write_at(pages, off, bytes, wait);
+            self.after = (pos + bytes.len(), end);
+        }
+        off
+    }
+
+    /// Writes content bytes at segment offset `off` (that of a content offset), and returns
+    /// the segment offset of the content byte after them.
+    fn write_at(
+        &mut self,
+        pages: &Pages,
+        off: usize,
+        bytes: &[u8],
+        wait: &mut impl FnMut() -> bool,
+    ) -> usize {
         let mut at = 0;
-        pages.runs(pos, bytes.len(), |o, n| {
+        pages.runs_from(off, bytes.len(), |o, n| {
             self.put(o, &bytes[at..at + n], wait);
             at += n;
-        });
+        })
+    }
+
+    /// The segment offset of content offset `pos`: without a division when the last write
+    /// ended there.
+    fn offset_of(&self, pages: &Pages, pos: usize) -> usize {
+        if self.after.0 == pos {
+            self.after.1
+        } else {
+            pages.data_offset(pos)
+        }
     }
 
     /// Fills the headers of the pages that start before `upto` (a page boundary, or the end)
@@ -909,6 +972,7 @@ impl Window {
                 break;
             };
             let len = CHUNK.min(self.end - self.first);
+            let chunk = Arc::new(chunk);
             ready(Piece {
                 chunk: Arc::clone(&chunk),
                 len,
