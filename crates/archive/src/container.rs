@@ -733,10 +733,10 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Vec<u8>), ContainerError> {
 /// BLAKE3 and XXH3-128 digests if there are.
 fn check_hash(header: &Header, out: &[u8]) -> Result<(), ContainerError> {
     if let Some(expected) = &header.xxh3 {
-        check_xxh3(expected, &xxh3(out))?;
+        check_digest("XXH3-128", expected, &xxh3(out))?;
     }
     if let Some(expected) = &header.blake3 {
-        check_blake3(expected, blake3::hash(out).as_bytes())?;
+        check_digest("BLAKE3", expected, blake3::hash(out).as_bytes())?;
     }
     let mut chain = crate::sha::Chain::new();
     if let Some(cp) = &header.checkpoint {
@@ -763,10 +763,16 @@ fn check_hash(header: &Header, out: &[u8]) -> Result<(), ContainerError> {
     Ok(())
 }
 
-/// An error unless `actual`, the BLAKE3 digest of the rebuilt file, is `expected`.
-pub(crate) fn check_blake3(expected: &[u8; 32], actual: &[u8; 32]) -> Result<(), ContainerError> {
+/// An error unless `actual`, the `digest` (XXH3-128 or BLAKE3) of the rebuilt file, is
+/// `expected`.
+pub(crate) fn check_digest(
+    digest: &'static str,
+    expected: &[u8],
+    actual: &[u8],
+) -> Result<(), ContainerError> {
     if expected != actual {
-        return Err(ContainerError::Blake3Mismatch {
+        return Err(ContainerError::DigestMismatch {
+            digest,
             expected: hex(expected),
             actual: hex(actual),
         });
@@ -777,20 +783,6 @@ pub(crate) fn check_blake3(expected: &[u8; 32], actual: &[u8; 32]) -> Result<(),
 /// The XXH3-128 digest of `data`, big-endian (the canonical form).
 pub fn xxh3(data: &[u8]) -> [u8; XXH3_LEN] {
     twox_hash::XxHash3_128::oneshot(data).to_be_bytes()
-}
-
-/// An error unless `actual`, the XXH3-128 digest of the rebuilt file, is `expected`.
-pub(crate) fn check_xxh3(
-    expected: &[u8; XXH3_LEN],
-    actual: &[u8; XXH3_LEN],
-) -> Result<(), ContainerError> {
-    if expected != actual {
-        return Err(ContainerError::Xxh3Mismatch {
-            expected: hex(expected),
-            actual: hex(actual),
-        });
-    }
-    Ok(())
 }
 
 /// [`decode`] without the final SHA-256 check, for a caller that compares the result with

@@ -94,20 +94,14 @@ pub enum ContainerError {
         /// Hex SHA-256 of the decoded bytes.
         actual: String,
     },
-    /// The decoded bytes do not have the original's BLAKE3 digest.
-    #[error("decoded content has BLAKE3 {actual}, expected {expected}")]
-    Blake3Mismatch {
-        /// Hex BLAKE3 from the header.
+    /// The decoded bytes do not have the original's fast digest (XXH3-128 or BLAKE3).
+    #[error("decoded content has {digest} {actual}, expected {expected}")]
+    DigestMismatch {
+        /// Which digest: "XXH3-128" or "BLAKE3".
+        digest: &'static str,
+        /// Hex digest from the header.
         expected: String,
-        /// Hex BLAKE3 of the decoded bytes.
-        actual: String,
-    },
-    /// The decoded bytes do not have the original's XXH3-128 digest.
-    #[error("decoded content has XXH3-128 {actual}, expected {expected}")]
-    Xxh3Mismatch {
-        /// Hex XXH3-128 from the header.
-        expected: String,
-        /// Hex XXH3-128 of the decoded bytes.
+        /// Hex digest of the decoded bytes.
         actual: String,
     },
 }

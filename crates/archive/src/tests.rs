@@ -299,6 +299,13 @@ fn rewrite_header(path: &std::path::Path, version: u16, edit: impl FnOnce(&mut H
     std::fs::write(path, &out).expect("write container");
 }
 
+/// Checks that `get` restores "big" to `dest` byte for byte, then removes `dest`.
+fn restores(repo: &Repository, dest: &std::path::Path, data: &[u8]) {
+    repo.get("big", dest).expect("get");
+    assert!(std::fs::read(dest).expect("read") == data);
+    std::fs::remove_file(dest).expect("rm");
+}
+
 /// `c` with one bit flipped in the `field` of its header (found by its bytes), and the header checksum
 /// made right again.
 fn flip_in_header(c: &[u8], field: &[u8]) -> Vec<u8> {
@@ -350,9 +357,7 @@ fn get_checks_the_xxh3_digest_and_verify_checks_both() {
     assert!(header.blake3.is_none());
     assert!(header.checkpoint.is_none());
     let dest = dir.path().join("out");
-    repo.get("big", &dest).expect("get");
-    assert!(std::fs::read(&dest).expect("read") == data);
-    std::fs::remove_file(&dest).expect("rm");
+    restores(&repo, &dest, &data);
     // A container whose XXH3-128 digest does not belong to the file (its header checksum
     // made right again) restores nothing, and verify says so too.
     let good = std::fs::read(&path).expect("read container");
@@ -381,9 +386,7 @@ fn a_format_5_file_is_checked_by_its_blake3_digest() {
         h.blake3 = Some(digest);
     });
     let dest = dir.path().join("out");
-    repo.get("big", &dest).expect("get");
-    assert!(std::fs::read(&dest).expect("read") == data);
-    std::fs::remove_file(&dest).expect("rm");
+    restores(&repo, &dest, &data);
     repo.verify_one("big").expect("verify");
     let bad = flip_in_header(&std::fs::read(&path).expect("read container"), &digest);
     std::fs::write(&path, &bad).expect("write container");
@@ -412,9 +415,7 @@ fn a_format_4_file_is_hashed_in_two_halves_and_a_wrong_checkpoint_is_caught() {
         h.checkpoint = Some(cp);
     });
     let dest = dir.path().join("out");
-    repo.get("big", &dest).expect("get");
-    assert!(std::fs::read(&dest).expect("read") == data);
-    std::fs::remove_file(&dest).expect("rm");
+    restores(&repo, &dest, &data);
     // A container whose checkpoint does not belong to the file (its header checksum made
     // right again) restores nothing, and verify says so too.
     let c = flip_in_header(&std::fs::read(&path).expect("read container"), &cp.state);

@@ -47,9 +47,12 @@ static ARENA_END: AtomicUsize = AtomicUsize::new(0);
 /// again, or where the region cannot be mapped, changes nothing.
 #[cfg(target_os = "linux")]
 pub fn use_arena() {
-    if ARENA_START.load(Ordering::Acquire) != 0 {
-        return;
-    }
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(map_arena);
+}
+
+#[cfg(target_os = "linux")]
+fn map_arena() {
     let len = ARENA_LEN + HUGE_PAGE;
     #[allow(unsafe_code)]
     // SAFETY: a fresh private anonymous mapping, at an address the kernel chooses; nothing
@@ -71,13 +74,8 @@ pub fn use_arena() {
     advise(start as *mut u8, ARENA_LEN);
     ARENA_NEXT.store(start, Ordering::Relaxed);
     ARENA_END.store(start + ARENA_LEN, Ordering::Relaxed);
-    if ARENA_START
-        .compare_exchange(0, start, Ordering::Release, Ordering::Relaxed)
-        .is_err()
-    {
-        // Another thread turned it on first (the commands call this before any thread
-        // starts, so this does not happen); this mapping is simply left unused.
-    }
+    // Published last: whoever sees the start also sees the bounds.
+    ARENA_START.store(start, Ordering::Release);
 }
 
 #[cfg(not(target_os = "linux"))]

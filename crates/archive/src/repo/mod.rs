@@ -590,11 +590,11 @@ impl FastDigest {
         match self {
             FastDigest::Xxh3(h) => {
                 let expected = header.xxh3.ok_or_else(|| missing("XXH3-128"))?;
-                container::check_xxh3(&expected, &h.finish_128().to_be_bytes())
+                container::check_digest("XXH3-128", &expected, &h.finish_128().to_be_bytes())
             }
             FastDigest::Blake3(h) => {
                 let expected = header.blake3.ok_or_else(|| missing("BLAKE3"))?;
-                container::check_blake3(&expected, h.finalize().as_bytes())
+                container::check_digest("BLAKE3", &expected, h.finalize().as_bytes())
             }
         }
     }
