@@ -6,6 +6,7 @@
 #![deny(missing_docs)]
 
 pub mod block;
+pub mod cursor;
 pub mod error;
 pub mod method;
 pub mod page;
@@ -14,6 +15,7 @@ pub mod spec;
 pub mod stream;
 
 pub use block::{BlockCompressor, BlockDecompressor, PartFeed};
+pub use cursor::{Cursor, ShortRead};
 pub use error::{CodecError, MAX_DECOMPRESSED_SIZE};
 pub use method::Method;
 pub use page::{PageLayout, StoredImage};

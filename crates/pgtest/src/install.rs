@@ -104,7 +104,8 @@ fn pg_config_bindir() -> Option<PathBuf> {
     (!dir.is_empty()).then(|| PathBuf::from(dir))
 }
 
-fn which(program: &str) -> Option<PathBuf> {
+/// The first executable file named `program` on `PATH`, as the shell would find it.
+pub fn which(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(program))

@@ -31,6 +31,6 @@ pub mod workload;
 pub use builder::ClusterBuilder;
 pub use cluster::{Cluster, SUPERUSER};
 pub use error::{Error, Result};
-pub use install::{PgInstall, BINDIR_ENV};
+pub use install::{which, PgInstall, BINDIR_ENV};
 pub use run::run;
 pub use wal::is_wal_segment_name;

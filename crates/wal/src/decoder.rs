@@ -56,6 +56,16 @@ impl Stop {
     }
 }
 
+/// How reading ended, in words: "end of input at 0/3000128" or "end of valid WAL: ...".
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stop::EndOfInput { lsn } => write!(f, "end of input at {lsn}"),
+            Stop::Invalid(e) => write!(f, "end of valid WAL: {e}"),
+        }
+    }
+}
+
 /// What [`WalDecoder::next_record`] found.
 #[derive(Debug)]
 pub enum Next<'a> {
