@@ -73,8 +73,9 @@ pub fn render(a: &Advice, meta: &Meta) -> String {
     h.push_str(&table(a));
     let _ = writeln!(
         h,
-        "<p class=\"note\">Saving = fewer WAL bytes. MB/s per core of page data \
+        "<p class=\"note\">Saving = fewer WAL bytes ({}). MB/s per core of page data \
          (10<sup>6</sup> B); liblz4 {}, libzstd {}; {} threads, {:.1} s.{}</p>",
+        esc(crate::WAL_BYTES_MEANING),
         esc(&a.lz4_version),
         esc(&a.zstd_version),
         a.threads,
@@ -158,7 +159,8 @@ fn summary(a: &Advice) -> String {
         .collect();
     format!(
         "{} segment(s), {} records, {} full-page images ({}) of {} page data. \
-         Actual: FPI {} bytes, combined {} bytes, WAL {} bytes ({}).",
+         Actual: FPI {} bytes, combined {} bytes, WAL {} bytes ({}; {} of unused segment space \
+         after switches left out).",
         a.segments,
         a.records,
         a.images,
@@ -171,7 +173,8 @@ fn summary(a: &Advice) -> String {
         a.actual_fpi_bytes,
         a.actual_combined_bytes,
         a.actual_wal_bytes,
-        crate::fmt::bytes(a.actual_wal_bytes)
+        crate::fmt::bytes(a.actual_wal_bytes),
+        crate::fmt::bytes(a.switch_tail_bytes)
     )
 }
 

@@ -15,13 +15,17 @@
 //! aligned              = Σ MAXALIGN(new xl_tot_len)              (records start 8-aligned)
 //! predicted WAL bytes  = aligned
 //!                      + page_header_bytes × aligned / actual aligned   (headers scale with WAL)
-//!                      + switch_tail_bytes                              (kept: switches happen by time)
 //! ```
 //!
-//! `actual_wal_bytes` is the span from the first record to the end of the last one,
-//! which is exactly `actual aligned + page_header_bytes + switch_tail_bytes`, so the
-//! candidate equal to what was written predicts it exactly. Only the page-header
-//! share is an approximation (a 24-byte header per 8 KB WAL page, 40 per segment).
+//! "WAL bytes" ([`WAL_BYTES_MEANING`]) are what PostgreSQL writes for the records:
+//! the records, the page headers they cross and their alignment padding. The
+//! unused space after an `XLOG_SWITCH` (zeros up to the segment's end, often most of
+//! a segment file) is not counted: it depends on when segments were switched, not
+//! on the method, and counting it hid most of every saving. `actual_wal_bytes` is
+//! exactly `actual aligned + page_header_bytes` (the span from the first record to
+//! the end of the last, minus [`Advice::switch_tail_bytes`]), so the candidate equal
+//! to what was written predicts it exactly. Only the page-header share is an
+//! approximation (a 24-byte header per 8 KB WAL page, 40 per segment).
 //!
 //! Slow, non-stock candidates may be sampled ([`estimate`]); stock ones never are
 //! unless [`Options::sample_rate`] says so.
@@ -46,6 +50,10 @@ use wal::source::SegmentSet;
 use wal::stats::WalStats;
 use wal::{DecoderOptions, Stop};
 use work::{Acc, Batch, Plan, Worker};
+
+/// What every "WAL bytes" figure of the advice counts, for the outputs to say so.
+pub const WAL_BYTES_MEANING: &str = "WAL bytes = records, page headers and alignment padding \
+     as PostgreSQL writes them, not the unused segment space after a switch";
 
 /// How to advise.
 #[derive(Debug, Clone)]
@@ -92,7 +100,7 @@ pub struct CandidateAdvice {
     pub predicted_fpi_bytes: u64,
     /// Predicted Σ xl_tot_len (pg_waldump's combined size).
     pub predicted_combined_bytes: u64,
-    /// Predicted bytes from the first record to the end of the last (see the crate docs).
+    /// Predicted records, page headers and padding ([`WAL_BYTES_MEANING`], crate docs).
     pub predicted_wal_bytes: u64,
     /// Images it would keep compressed (scaled from the sample when sampled).
     pub images_compressed: u64,
@@ -139,8 +147,12 @@ pub struct Advice {
     pub actual_fpi_bytes: u64,
     /// Σ xl_tot_len (pg_waldump's combined size).
     pub actual_combined_bytes: u64,
-    /// Bytes from the first record to the end of the last.
+    /// Records, page headers and padding from the first record to the end of the
+    /// last ([`WAL_BYTES_MEANING`]): the span without `switch_tail_bytes`.
     pub actual_wal_bytes: u64,
+    /// Unused segment space after `XLOG_SWITCH` records, in the span but in no WAL
+    /// bytes figure.
+    pub switch_tail_bytes: u64,
     /// Per candidate, in the order given.
     pub candidates: Vec<CandidateAdvice>,
     /// liblz4 linked.
@@ -227,7 +239,12 @@ pub fn advise(
     let total = stats.total();
     let actual_combined = total.record_bytes + total.fpi_bytes;
     let actual_aligned = actual_combined + stats.padding_bytes;
-    let actual_wal = stats.end_lsn.0 - stats.start_lsn.0;
+    // Records, headers and padding: the span without the unused space after switches.
+    let actual_wal = actual_aligned + stats.page_header_bytes;
+    debug_assert_eq!(
+        actual_wal + stats.switch_tail_bytes,
+        stats.end_lsn.0 - stats.start_lsn.0
+    );
     // What records without images contribute, unchanged for every candidate.
     let other_tot = actual_combined - acc.old_tot;
     let other_aligned = actual_aligned - acc.old_aligned;
@@ -292,7 +309,7 @@ pub fn advise(
                 stock: is_stock(spec),
                 predicted_fpi_bytes: fpi,
                 predicted_combined_bytes: combined,
-                predicted_wal_bytes: aligned + headers + stats.switch_tail_bytes,
+                predicted_wal_bytes: aligned + headers,
                 images_compressed,
                 images_measured: measured,
                 compress_ns_per_mb: per_mb(ca.compress_ns),
@@ -318,6 +335,7 @@ pub fn advise(
         actual_fpi_bytes: total.fpi_bytes,
         actual_combined_bytes: actual_combined,
         actual_wal_bytes: actual_wal,
+        switch_tail_bytes: stats.switch_tail_bytes,
         candidates,
         lz4_version: candidate::lz4_version(),
         zstd_version: candidate::zstd_version(),

@@ -171,6 +171,11 @@ pub(crate) fn print_table(a: &Advice) {
         a.actual_wal_bytes,
         bytes(a.actual_wal_bytes)
     );
+    println!(
+        "({}; {} of such space left out here)",
+        advise::WAL_BYTES_MEANING,
+        bytes(a.switch_tail_bytes)
+    );
     println!();
     let off = off_wal(a);
     println!(
@@ -259,6 +264,8 @@ pub(crate) fn to_json(a: &Advice) -> serde_json::Value {
         "actual_fpi_bytes": a.actual_fpi_bytes,
         "actual_combined_bytes": a.actual_combined_bytes,
         "actual_wal_bytes": a.actual_wal_bytes,
+        "switch_tail_bytes": a.switch_tail_bytes,
+        "wal_bytes_counts": advise::WAL_BYTES_MEANING,
         "candidates": cands,
         "recommendation": rec,
         "lz4_version": a.lz4_version,

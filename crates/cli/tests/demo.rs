@@ -59,6 +59,38 @@ fn demo_json_compares_the_four_settings() {
         }
     }
     check_archive(&doc);
+    check_advisor_agrees(&doc);
+}
+
+/// Regression: the advisor, reading the off run, must show the saving of each stock
+/// method that the run table shows (it counted the zeros after the run's final
+/// switch as WAL, and said 43% where the runs said 82%).
+fn check_advisor_agrees(doc: &Value) {
+    let runs = doc["runs"].as_array().expect("a runs array");
+    let run = |s: &str| {
+        num(
+            runs.iter().find(|r| r["setting"] == s).expect("run"),
+            "wal_bytes",
+        )
+    };
+    let advice = &doc["advice"];
+    let cands = advice["candidates"].as_array().expect("advisor candidates");
+    let predicted = |s: &str| {
+        num(
+            cands.iter().find(|c| c["spec"] == s).expect("candidate"),
+            "predicted_wal_bytes",
+        )
+    };
+    let saving = |off: u64, x: u64| 100.0 * (1.0 - x as f64 / off as f64);
+    for m in ["pglz", "lz4", "zstd"] {
+        let table = saving(run("off"), run(m));
+        let advisor = saving(predicted("none"), predicted(m));
+        eprintln!("{m}: run table {table:.1}%, advisor {advisor:.1}%");
+        assert!(
+            (table - advisor).abs() <= 1.0,
+            "{m}: run table saves {table:.2}%, advisor {advisor:.2}%"
+        );
+    }
 }
 
 /// The archive comparison: the off run's segments, pushed by pgcompress, gzip -6 and zstd -3.
