@@ -80,8 +80,13 @@ impl SegmentSet {
                 for entry in std::fs::read_dir(p).map_err(|e| io(p, e))? {
                     let entry = entry.map_err(|e| io(p, e))?;
                     let name = entry.file_name();
-                    let is_file = entry.file_type().map(|t| t.is_file()).unwrap_or(false);
-                    if is_file && name.to_str().is_some_and(is_segment_file_name) {
+                    if !name.to_str().is_some_and(is_segment_file_name) {
+                        continue;
+                    }
+                    // Follows symbolic links, as pg_waldump does: a directory of links
+                    // to segments is a directory of segments. Broken links are skipped.
+                    let is_file = std::fs::metadata(entry.path()).is_ok_and(|m| m.is_file());
+                    if is_file {
                         found.push(entry.path());
                     }
                 }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{segment_paths, testdata, FIXTURE};
+use common::{fixture_dir, segment_paths, testdata, FIXTURE};
 use wal::source::SegmentSet;
 use wal::stats::{RmgrStats, WalStats};
 use wal::verify::verify;
@@ -67,7 +67,10 @@ fn num(w: &str) -> u64 {
 }
 
 fn fixture_stats() -> WalStats {
-    let set = SegmentSet::from_paths(&segment_paths()).expect("segment set");
+    stats_of(&SegmentSet::from_paths(&segment_paths()).expect("segment set"))
+}
+
+fn stats_of(set: &SegmentSet) -> WalStats {
     let opts = DecoderOptions::default();
     let mut stats = WalStats::new(set.geometry, opts.blcksz);
     let summary = set.read(opts, |r, _| stats.add(r)).expect("read");
@@ -166,4 +169,28 @@ fn verify_passes_and_restores_every_image_method() {
     for (m, s) in stats.image_rows() {
         assert_eq!(s.count, report.images[m.index()], "{} images", m.name());
     }
+}
+
+/// Regression: a directory of symbolic links to segments was "no WAL segment files
+/// found"; links are followed as pg_waldump follows them, broken ones skipped.
+#[test]
+fn directory_of_symlinks_reads_like_the_segments() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for p in segment_paths() {
+        let name = p.file_name().expect("file name");
+        std::os::unix::fs::symlink(&p, dir.path().join(name)).expect("symlink");
+    }
+    // A dangling link named like a segment is not a segment file.
+    std::os::unix::fs::symlink(
+        dir.path().join("missing"),
+        dir.path().join("0000000100000000000000FF"),
+    )
+    .expect("symlink");
+    let linked = SegmentSet::from_paths(&[dir.path()]).expect("segment set from links");
+    let real = SegmentSet::from_paths(&[fixture_dir()]).expect("segment set");
+    assert_eq!(linked.files.len(), real.files.len());
+    let (a, b) = (stats_of(&linked), stats_of(&real));
+    assert_eq!(a.pg_waldump_table(), b.pg_waldump_table());
+    assert_eq!((a.start_lsn, a.end_lsn), (b.start_lsn, b.end_lsn));
+    assert_eq!(a.segments, b.segments);
 }
