@@ -206,7 +206,7 @@ pub fn advise(
     }
     let stop = read.summary.stop;
     if stats.start_lsn == wal::Lsn::INVALID {
-        return Err(AdviseError::NoRecords(stop_text(&stop)));
+        return Err(AdviseError::NoRecords(stop.to_string()));
     }
     if let Stop::Invalid(_) = stop {
         // Ordinary end of WAL, or damage? Ask the verifier, which tells them apart.
@@ -327,7 +327,7 @@ pub fn advise(
         segments: read.summary.files_read,
         start_lsn: stats.start_lsn,
         end_lsn: stats.end_lsn,
-        end: stop_text(&stop),
+        end: stop.to_string(),
         records: total.records,
         images,
         image_page_bytes: page_bytes,
@@ -505,27 +505,9 @@ fn merge(sum: &mut Acc, a: &Acc) {
     }
 }
 
-/// How reading ended, in words.
-pub fn stop_text(stop: &Stop) -> String {
-    match stop {
-        Stop::EndOfInput { lsn } => format!("end of input at {lsn}"),
-        Stop::Invalid(e) => format!("end of valid WAL: {e}"),
-        _ => "stopped".into(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use work::maxalign;
-
-    #[test]
-    fn maxalign_rounds_up_to_eight() {
-        assert_eq!(maxalign(0), 0);
-        assert_eq!(maxalign(1), 8);
-        assert_eq!(maxalign(8), 8);
-        assert_eq!(maxalign(8193), 8200);
-    }
 
     #[test]
     fn sampling_plan() {

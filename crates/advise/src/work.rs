@@ -8,15 +8,9 @@ use codec::page::compress_backup_block;
 use codec::{BlockCompressor, BlockDecompressor, Method, Spec};
 use std::ops::Range;
 use std::time::Instant;
+use wal::consts::maxalign;
 use wal::record::check_image_extent;
 use wal::{ImageMethod, Lsn, SegmentName};
-
-/// `MAXALIGN` of a 64-bit server: records start on 8-byte boundaries (c.h).
-pub(crate) const MAXALIGN: u64 = 8;
-
-pub(crate) fn maxalign(n: u64) -> u64 {
-    n.div_ceil(MAXALIGN) * MAXALIGN
-}
 
 /// What every worker needs to know, shared read-only.
 #[derive(Debug)]

@@ -99,3 +99,16 @@ pub const DATA_PAGE_HEADER_LEN: usize = 24;
 pub const fn maxalign(n: u64) -> u64 {
     (n + 7) & !7
 }
+
+#[cfg(test)]
+mod tests {
+    use super::maxalign;
+
+    #[test]
+    fn maxalign_rounds_up_to_eight() {
+        assert_eq!(maxalign(0), 0);
+        assert_eq!(maxalign(1), 8);
+        assert_eq!(maxalign(8), 8);
+        assert_eq!(maxalign(8193), 8200);
+    }
+}
