@@ -7,7 +7,7 @@
 //! pg_waldump does.
 
 use crate::consts::*;
-use crate::error::{Defect, WalError};
+use crate::error::{Defect, Internal, WalError};
 use crate::input::Input;
 use crate::lsn::{Lsn, SegmentName};
 use crate::page::{Geometry, PageHeader};
@@ -620,10 +620,7 @@ fn slice(input: &Input, finished: bool, lsn: u64, len: usize) -> Result<&[u8], M
         return Err(Miss::Stop(Stop::Invalid(WalError {
             lsn: Lsn(lsn),
             segment: String::new(),
-            defect: Defect::Body(format!(
-                "internal error: {len} bytes at {} are not contiguous in the input",
-                Lsn(lsn)
-            )),
+            defect: Defect::Internal(Internal::NotContiguous { len, at: Lsn(lsn) }),
         })));
     }
     if finished {

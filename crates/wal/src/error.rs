@@ -121,7 +121,10 @@ pub enum Defect {
     },
     /// The record body's block references or lengths are inconsistent.
     #[error("{0}")]
-    Body(String),
+    Body(BodyDefect),
+    /// The decoder broke one of its own invariants (a bug, not bad WAL).
+    #[error("internal error: {0}")]
+    Internal(Internal),
     /// A full-page image does not restore to a page.
     #[error("{0}")]
     Image(String),
@@ -133,6 +136,83 @@ pub enum Defect {
         /// Segment size.
         expected: u64,
     },
+}
+
+/// What is wrong in a record's block headers, in `DecodeXLogRecord`'s words
+/// (xlogreader.c).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BodyDefect {
+    /// `xl_tot_len` leaves no room for the 24-byte record header.
+    #[error("record shorter than its header")]
+    ShorterThanHeader,
+    /// Block headers, lengths and `xl_tot_len` do not add up.
+    #[error("record with invalid length")]
+    InvalidLength,
+    /// A block id not above the previous one.
+    #[error("out-of-order block_id {0}")]
+    OutOfOrderBlockId(u8),
+    /// A block id that is neither a block nor a known special id.
+    #[error("invalid block_id {0}")]
+    InvalidBlockId(u8),
+    /// `BKPBLOCK_HAS_DATA` with a zero data length.
+    #[error("BKPBLOCK_HAS_DATA set, but no data included")]
+    DataFlagWithoutData,
+    /// A data length without `BKPBLOCK_HAS_DATA`.
+    #[error("BKPBLOCK_HAS_DATA not set, but data length is {0}")]
+    DataWithoutFlag(u16),
+    /// `BKPBLOCK_SAME_REL` on the record's first block reference.
+    #[error("BKPBLOCK_SAME_REL set but no previous rel")]
+    SameRelWithoutPrevious,
+    /// `bimg_info` names more than one compression method.
+    #[error("block image has several compression methods (bimg_info {info:#04x})")]
+    SeveralImageMethods {
+        /// The image's `bimg_info`.
+        info: u8,
+    },
+    /// `BKPIMAGE_HAS_HOLE` with an empty hole or a full-page image.
+    #[error("BKPIMAGE_HAS_HOLE set, but hole offset {hole_offset} length {hole_length} block image length {length}")]
+    BadHole {
+        /// `hole_offset`.
+        hole_offset: u16,
+        /// The hole's length.
+        hole_length: u16,
+        /// `bimg_len`.
+        length: u16,
+    },
+    /// A hole without `BKPIMAGE_HAS_HOLE`.
+    #[error("BKPIMAGE_HAS_HOLE not set, but hole offset {hole_offset} length {hole_length}")]
+    HoleWithoutFlag {
+        /// `hole_offset`.
+        hole_offset: u16,
+        /// The hole's length.
+        hole_length: u16,
+    },
+    /// A compressed image as long as a page.
+    #[error("BKPIMAGE_COMPRESSED set, but block image length {0}")]
+    CompressedFullPage(u16),
+    /// A raw image without a hole that is not a whole page.
+    #[error(
+        "neither BKPIMAGE_HAS_HOLE nor BKPIMAGE_COMPRESSED set, but block image length is {0}"
+    )]
+    RawNotAPage(u16),
+}
+
+/// An invariant of the decoder that did not hold; reported rather than panicking.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Internal {
+    /// Bytes fed to the decoder were not kept in one piece.
+    #[error("{len} bytes at {at} are not contiguous in the input")]
+    NotContiguous {
+        /// Bytes asked for.
+        len: usize,
+        /// Where they start.
+        at: Lsn,
+    },
+    /// A reader thread of a parallel read ended before its partition did.
+    #[error("a reader thread stopped early")]
+    ReaderStoppedEarly,
 }
 
 impl Defect {
@@ -174,3 +254,50 @@ impl fmt::Display for WalError {
 }
 
 impl std::error::Error for WalError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The typed body defects print what the former message strings said.
+    #[test]
+    fn body_defects_keep_xlogreader_wording() {
+        let cases = [
+            (BodyDefect::OutOfOrderBlockId(3), "out-of-order block_id 3"),
+            (
+                BodyDefect::DataWithoutFlag(12),
+                "BKPBLOCK_HAS_DATA not set, but data length is 12",
+            ),
+            (
+                BodyDefect::SeveralImageMethods { info: 0x1c },
+                "block image has several compression methods (bimg_info 0x1c)",
+            ),
+            (
+                BodyDefect::BadHole {
+                    hole_offset: 0,
+                    hole_length: 5,
+                    length: 100,
+                },
+                "BKPIMAGE_HAS_HOLE set, but hole offset 0 length 5 block image length 100",
+            ),
+        ];
+        for (d, text) in cases {
+            assert_eq!(Defect::Body(d).to_string(), text);
+        }
+        let e = Defect::Internal(Internal::NotContiguous {
+            len: 24,
+            at: Lsn(0x0300_0028),
+        });
+        assert_eq!(
+            e.to_string(),
+            "internal error: 24 bytes at 0/3000028 are not contiguous in the input"
+        );
+    }
+
+    #[test]
+    fn short_record_is_a_typed_body_defect() {
+        let mut body = crate::record::Body::default();
+        let r = crate::record::decode_body(&[0u8; 10], 8192, &mut body);
+        assert_eq!(r, Err(Defect::Body(BodyDefect::ShorterThanHeader)));
+    }
+}

@@ -19,7 +19,7 @@ pub mod rmgr;
 pub mod version;
 
 pub use decoder::{DecoderOptions, Next, Record, Stop, WalDecoder};
-pub use error::{Defect, WalError};
+pub use error::{BodyDefect, Defect, WalError};
 pub use lsn::{Lsn, SegmentName};
 pub use page::Geometry;
 pub use record::{BlockRef, ImageHeader, ImageMethod, RecordHeader};

@@ -10,7 +10,7 @@
 //! disagreement falls back to one sequential read.
 
 use crate::decoder::{DecoderOptions, Next, Record, Stop, WalDecoder};
-use crate::error::{Defect, WalError};
+use crate::error::{Defect, Internal, WalError};
 use crate::lsn::Lsn;
 use crate::source::{ReadSummary, SegmentSet, SourceError};
 use std::fs::File;
@@ -105,7 +105,7 @@ impl SegmentSet {
             .into_iter()
             .map(|m| {
                 m.into_inner().ok().flatten().unwrap_or_else(|| {
-                    Err(SourceError::Wal(internal("a reader thread stopped early")))
+                    Err(SourceError::Wal(internal(Internal::ReaderStoppedEarly)))
                 })
             })
             .collect();
@@ -315,10 +315,10 @@ type PartResult<A> = Result<Part<A>, SourceError>;
 /// Bytes read and fed at a time: a multiple of 64 KiB, so the decoder shares them.
 const PIECE: usize = 1 << 20;
 
-fn internal(what: &str) -> WalError {
+fn internal(what: Internal) -> WalError {
     WalError {
         lsn: Lsn::INVALID,
         segment: String::new(),
-        defect: Defect::Body(format!("internal error: {what}")),
+        defect: Defect::Internal(what),
     }
 }

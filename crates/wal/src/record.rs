@@ -2,7 +2,7 @@
 //! (`access/xlogrecord.h`; decoding follows `DecodeXLogRecord` in xlogreader.c).
 
 use crate::consts::*;
-use crate::error::Defect;
+use crate::error::{BodyDefect, Defect};
 use crate::lsn::Lsn;
 use crate::page::{u16_at, u32_at, u64_at};
 use std::ops::Range;
@@ -209,7 +209,7 @@ pub struct Body {
 pub fn decode_body(record: &[u8], blcksz: usize, body: &mut Body) -> Result<(), Defect> {
     let rest = record
         .get(RECORD_HEADER_LEN..)
-        .ok_or_else(|| Defect::Body("record shorter than its header".into()))?;
+        .ok_or(Defect::Body(BodyDefect::ShorterThanHeader))?;
     decode_block_headers(rest, record.len() - RECORD_HEADER_LEN, blcksz, body)
 }
 
@@ -254,21 +254,17 @@ pub fn decode_block_headers(
             XLR_BLOCK_ID_TOPLEVEL_XID => body.toplevel_xid = Some(r.u32()?),
             id if id <= XLR_MAX_BLOCK_ID => {
                 if i32::from(id) <= max_block_id {
-                    return Err(Defect::Body(format!("out-of-order block_id {id}")));
+                    return Err(Defect::Body(BodyDefect::OutOfOrderBlockId(id)));
                 }
                 max_block_id = i32::from(id);
                 let fork_flags = r.u8()?;
                 let data_len = r.u16()?;
                 let has_data = fork_flags & BKPBLOCK_HAS_DATA != 0;
                 if has_data && data_len == 0 {
-                    return Err(Defect::Body(
-                        "BKPBLOCK_HAS_DATA set, but no data included".into(),
-                    ));
+                    return Err(Defect::Body(BodyDefect::DataFlagWithoutData));
                 }
                 if !has_data && data_len != 0 {
-                    return Err(Defect::Body(format!(
-                        "BKPBLOCK_HAS_DATA not set, but data length is {data_len}"
-                    )));
+                    return Err(Defect::Body(BodyDefect::DataWithoutFlag(data_len)));
                 }
                 datatotal += u64::from(data_len);
                 let image = if fork_flags & BKPBLOCK_HAS_IMAGE != 0 {
@@ -288,9 +284,7 @@ pub fn decode_block_headers(
                     last_rel = Some(rel);
                     rel
                 } else {
-                    last_rel.ok_or_else(|| {
-                        Defect::Body("BKPBLOCK_SAME_REL set but no previous rel".into())
-                    })?
+                    last_rel.ok_or(Defect::Body(BodyDefect::SameRelWithoutPrevious))?
                 };
                 let blkno = r.u32()?;
                 // Lengths for now; the pass below turns them into positions.
@@ -304,11 +298,11 @@ pub fn decode_block_headers(
                     data_range: 0..usize::from(data_len),
                 });
             }
-            _ => return Err(Defect::Body(format!("invalid block_id {id}"))),
+            _ => return Err(Defect::Body(BodyDefect::InvalidBlockId(id))),
         }
     }
     if remaining(&r) != datatotal {
-        return Err(Defect::Body("record with invalid length".into()));
+        return Err(Defect::Body(BodyDefect::InvalidLength));
     }
     // Payload order: for each block, its image then its data; then the main data.
     let mut at = RECORD_HEADER_LEN + r.pos;
@@ -330,9 +324,7 @@ fn read_image_header(r: &mut Cursor<'_>, blcksz: usize) -> Result<ImageHeader, D
     let compressed = info & BKPIMAGE_COMPRESS_MASK != 0;
     let has_hole = info & BKPIMAGE_HAS_HOLE != 0;
     if ImageMethod::from_bimg_info(info).is_none() {
-        return Err(Defect::Body(format!(
-            "block image has several compression methods (bimg_info {info:#04x})"
-        )));
+        return Err(Defect::Body(BodyDefect::SeveralImageMethods { info }));
     }
     let hole_length = if compressed {
         if has_hole {
@@ -346,24 +338,23 @@ fn read_image_header(r: &mut Cursor<'_>, blcksz: usize) -> Result<ImageHeader, D
     };
     let blcksz16 = blcksz as u32;
     if has_hole && (hole_offset == 0 || hole_length == 0 || u32::from(length) == blcksz16) {
-        return Err(Defect::Body(format!(
-            "BKPIMAGE_HAS_HOLE set, but hole offset {hole_offset} length {hole_length} block image length {length}"
-        )));
+        return Err(Defect::Body(BodyDefect::BadHole {
+            hole_offset,
+            hole_length,
+            length,
+        }));
     }
     if !has_hole && (hole_offset != 0 || hole_length != 0) {
-        return Err(Defect::Body(format!(
-            "BKPIMAGE_HAS_HOLE not set, but hole offset {hole_offset} length {hole_length}"
-        )));
+        return Err(Defect::Body(BodyDefect::HoleWithoutFlag {
+            hole_offset,
+            hole_length,
+        }));
     }
     if compressed && u32::from(length) == blcksz16 {
-        return Err(Defect::Body(format!(
-            "BKPIMAGE_COMPRESSED set, but block image length {length}"
-        )));
+        return Err(Defect::Body(BodyDefect::CompressedFullPage(length)));
     }
     if !has_hole && !compressed && u32::from(length) != blcksz16 {
-        return Err(Defect::Body(format!(
-            "neither BKPIMAGE_HAS_HOLE nor BKPIMAGE_COMPRESSED set, but block image length is {length}"
-        )));
+        return Err(Defect::Body(BodyDefect::RawNotAPage(length)));
     }
     Ok(ImageHeader {
         length,
@@ -381,7 +372,7 @@ struct Cursor<'a> {
 impl Cursor<'_> {
     fn take(&mut self, n: usize) -> Result<&[u8], Defect> {
         if self.b.len() - self.pos < n {
-            return Err(Defect::Body("record with invalid length".into()));
+            return Err(Defect::Body(BodyDefect::InvalidLength));
         }
         let s = &self.b[self.pos..self.pos + n];
         self.pos += n;
