@@ -429,7 +429,8 @@ impl WalDecoder {
             if h.is_contrecord() && off == hl {
                 return Err(self.err(rec, Defect::ContrecordRequested, tli));
             }
-            let tot_len = u32_le(self.bytes(rec, 4)?);
+            let tot_len = codec::cursor::le_u32_at(self.bytes(rec, 4)?, 0)
+                .ok_or_else(|| not_contiguous(rec, 4))?;
             let mut gotheader = false;
             if off <= ps - RECORD_HEADER_LEN as u64 {
                 let hdr = RecordHeader::parse(self.bytes(rec, RECORD_HEADER_LEN)?)
@@ -617,11 +618,7 @@ fn slice(input: &Input, finished: bool, lsn: u64, len: usize) -> Result<&[u8], M
     }
     if lsn + len as u64 <= input.end() {
         // Fed but not in one chunk: the input's invariant was broken.
-        return Err(Miss::Stop(Stop::Invalid(WalError {
-            lsn: Lsn(lsn),
-            segment: String::new(),
-            defect: Defect::Internal(Internal::NotContiguous { len, at: Lsn(lsn) }),
-        })));
+        return Err(not_contiguous(lsn, len));
     }
     if finished {
         Err(Miss::Stop(Stop::EndOfInput { lsn: Lsn(lsn) }))
@@ -630,8 +627,13 @@ fn slice(input: &Input, finished: bool, lsn: u64, len: usize) -> Result<&[u8], M
     }
 }
 
-fn u32_le(b: &[u8]) -> u32 {
-    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+/// The input did not give the `len` bytes at `lsn` in one piece.
+fn not_contiguous(lsn: u64, len: usize) -> Miss {
+    Miss::Stop(Stop::Invalid(WalError {
+        lsn: Lsn(lsn),
+        segment: String::new(),
+        defect: Defect::Internal(Internal::NotContiguous { len, at: Lsn(lsn) }),
+    }))
 }
 
 /// Where a complete record's last piece lies: `len` bytes from `after`.

@@ -5,6 +5,7 @@ use crate::consts::*;
 use crate::error::Defect;
 use crate::lsn::Lsn;
 use crate::version::{describe_magic, PgVersion};
+use codec::cursor::{le_u16_at, Cursor};
 
 /// A parsed page header; the long fields are set on a segment's first page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,35 +58,37 @@ impl PageHeader {
     /// Parses the short header from at least 24 bytes, and the long fields when the
     /// flag is set and 40 bytes are given. Returns `None` if too few bytes are given.
     pub fn parse(b: &[u8]) -> Option<PageHeader> {
-        if b.len() < SHORT_PAGE_HEADER_LEN {
-            return None;
-        }
-        let info = u16_at(b, 2);
+        // XLogPageHeaderData: magic, info, tli, pageaddr, rem_len, 4 bytes of padding.
+        let mut r = Cursor::new(b.get(..SHORT_PAGE_HEADER_LEN)?);
+        let magic = r.u16_le().ok()?;
+        let info = r.u16_le().ok()?;
+        let tli = r.u32_le().ok()?;
+        let pageaddr = Lsn(r.u64_le().ok()?);
+        let rem_len = r.u32_le().ok()?;
         let long = if info & XLP_LONG_HEADER != 0 {
-            if b.len() < LONG_PAGE_HEADER_LEN {
-                return None;
-            }
+            // XLogLongPageHeaderData: sysid, seg_size, xlog_blcksz after the short header.
+            let mut r = Cursor::new(b.get(SHORT_PAGE_HEADER_LEN..LONG_PAGE_HEADER_LEN)?);
             Some(LongFields {
-                sysid: u64_at(b, 24),
-                seg_size: u32_at(b, 32),
-                xlog_blcksz: u32_at(b, 36),
+                sysid: r.u64_le().ok()?,
+                seg_size: r.u32_le().ok()?,
+                xlog_blcksz: r.u32_le().ok()?,
             })
         } else {
             None
         };
         Some(PageHeader {
-            magic: u16_at(b, 0),
+            magic,
             info,
-            tli: u32_at(b, 4),
-            pageaddr: Lsn(u64_at(b, 8)),
-            rem_len: u32_at(b, 16),
+            tli,
+            pageaddr,
+            rem_len,
             long,
         })
     }
 
     /// Bytes needed to parse the header that starts with these bytes (24 or 40).
     pub fn needed_len(first: &[u8]) -> usize {
-        if first.len() >= 4 && u16_at(first, 2) & XLP_LONG_HEADER != 0 {
+        if le_u16_at(first, 2).is_some_and(|info| info & XLP_LONG_HEADER != 0) {
             LONG_PAGE_HEADER_LEN
         } else {
             SHORT_PAGE_HEADER_LEN
@@ -184,18 +187,4 @@ impl Geometry {
         }
         Ok(())
     }
-}
-
-pub(crate) fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
-}
-
-pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-pub(crate) fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(a)
 }

@@ -4,7 +4,7 @@
 use crate::consts::*;
 use crate::error::{BodyDefect, Defect};
 use crate::lsn::Lsn;
-use crate::page::{u16_at, u32_at, u64_at};
+use codec::{Cursor, ShortRead};
 use std::ops::Range;
 
 /// The fixed 24-byte record header.
@@ -27,16 +27,22 @@ pub struct RecordHeader {
 impl RecordHeader {
     /// Parses the header from at least 24 bytes.
     pub fn parse(b: &[u8]) -> Option<RecordHeader> {
-        if b.len() < RECORD_HEADER_LEN {
-            return None;
-        }
+        // XLogRecord: tot_len, xid, prev, info, rmid, 2 bytes of padding, crc.
+        let mut r = Cursor::new(b.get(..RECORD_HEADER_LEN)?);
+        let tot_len = r.u32_le().ok()?;
+        let xid = r.u32_le().ok()?;
+        let prev = Lsn(r.u64_le().ok()?);
+        let info = r.u8().ok()?;
+        let rmid = r.u8().ok()?;
+        r.skip(2).ok()?;
+        let crc = r.u32_le().ok()?;
         Some(RecordHeader {
-            tot_len: u32_at(b, 0),
-            xid: u32_at(b, 4),
-            prev: Lsn(u64_at(b, 8)),
-            info: b[16],
-            rmid: b[17],
-            crc: u32_at(b, 20),
+            tot_len,
+            xid,
+            prev,
+            info,
+            rmid,
+            crc,
         })
     }
 
@@ -229,36 +235,33 @@ pub fn decode_block_headers(
     body.toplevel_xid = None;
     body.fpi_len = 0;
     let mut main_len: u64 = 0;
-    let mut r = Cursor {
-        b: &after_header[..after_header.len().min(rest_len)],
-        pos: 0,
-    };
-    let remaining = |r: &Cursor| (rest_len - r.pos) as u64;
+    let mut r = Cursor::new(&after_header[..after_header.len().min(rest_len)]);
+    let remaining = |r: &Cursor| (rest_len - r.offset()) as u64;
     let mut datatotal: u64 = 0;
     let mut max_block_id: i32 = -1;
     let mut last_rel: Option<RelFileLocator> = None;
     while remaining(&r) > datatotal {
-        let id = r.u8()?;
+        let id = r.u8().map_err(short)?;
         match id {
             XLR_BLOCK_ID_DATA_SHORT => {
-                main_len = u64::from(r.u8()?);
+                main_len = u64::from(r.u8().map_err(short)?);
                 datatotal += main_len;
                 break;
             }
             XLR_BLOCK_ID_DATA_LONG => {
-                main_len = u64::from(r.u32()?);
+                main_len = u64::from(r.u32_le().map_err(short)?);
                 datatotal += main_len;
                 break;
             }
-            XLR_BLOCK_ID_ORIGIN => body.origin = Some(r.u16()?),
-            XLR_BLOCK_ID_TOPLEVEL_XID => body.toplevel_xid = Some(r.u32()?),
+            XLR_BLOCK_ID_ORIGIN => body.origin = Some(r.u16_le().map_err(short)?),
+            XLR_BLOCK_ID_TOPLEVEL_XID => body.toplevel_xid = Some(r.u32_le().map_err(short)?),
             id if id <= XLR_MAX_BLOCK_ID => {
                 if i32::from(id) <= max_block_id {
                     return Err(Defect::Body(BodyDefect::OutOfOrderBlockId(id)));
                 }
                 max_block_id = i32::from(id);
-                let fork_flags = r.u8()?;
-                let data_len = r.u16()?;
+                let fork_flags = r.u8().map_err(short)?;
+                let data_len = r.u16_le().map_err(short)?;
                 let has_data = fork_flags & BKPBLOCK_HAS_DATA != 0;
                 if has_data && data_len == 0 {
                     return Err(Defect::Body(BodyDefect::DataFlagWithoutData));
@@ -277,16 +280,16 @@ pub fn decode_block_headers(
                 };
                 let rel = if fork_flags & BKPBLOCK_SAME_REL == 0 {
                     let rel = RelFileLocator {
-                        spc: r.u32()?,
-                        db: r.u32()?,
-                        rel: r.u32()?,
+                        spc: r.u32_le().map_err(short)?,
+                        db: r.u32_le().map_err(short)?,
+                        rel: r.u32_le().map_err(short)?,
                     };
                     last_rel = Some(rel);
                     rel
                 } else {
                     last_rel.ok_or(Defect::Body(BodyDefect::SameRelWithoutPrevious))?
                 };
-                let blkno = r.u32()?;
+                let blkno = r.u32_le().map_err(short)?;
                 // Lengths for now; the pass below turns them into positions.
                 body.blocks.push(BlockRef {
                     id,
@@ -305,7 +308,7 @@ pub fn decode_block_headers(
         return Err(Defect::Body(BodyDefect::InvalidLength));
     }
     // Payload order: for each block, its image then its data; then the main data.
-    let mut at = RECORD_HEADER_LEN + r.pos;
+    let mut at = RECORD_HEADER_LEN + r.offset();
     for blk in body.blocks.iter_mut() {
         let (img, data) = (blk.image_range.end, blk.data_range.end);
         blk.image_range = at..at + img;
@@ -318,9 +321,9 @@ pub fn decode_block_headers(
 }
 
 fn read_image_header(r: &mut Cursor<'_>, blcksz: usize) -> Result<ImageHeader, Defect> {
-    let length = r.u16()?;
-    let hole_offset = r.u16()?;
-    let info = r.u8()?;
+    let length = r.u16_le().map_err(short)?;
+    let hole_offset = r.u16_le().map_err(short)?;
+    let info = r.u8().map_err(short)?;
     let compressed = info & BKPIMAGE_COMPRESS_MASK != 0;
     let has_hole = info & BKPIMAGE_HAS_HOLE != 0;
     if ImageMethod::from_bimg_info(info).is_none() {
@@ -328,7 +331,7 @@ fn read_image_header(r: &mut Cursor<'_>, blcksz: usize) -> Result<ImageHeader, D
     }
     let hole_length = if compressed {
         if has_hole {
-            r.u16()?
+            r.u16_le().map_err(short)?
         } else {
             0
         }
@@ -364,29 +367,9 @@ fn read_image_header(r: &mut Cursor<'_>, blcksz: usize) -> Result<ImageHeader, D
     })
 }
 
-struct Cursor<'a> {
-    b: &'a [u8],
-    pos: usize,
-}
-
-impl Cursor<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8], Defect> {
-        if self.b.len() - self.pos < n {
-            return Err(Defect::Body(BodyDefect::InvalidLength));
-        }
-        let s = &self.b[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(s)
-    }
-    fn u8(&mut self) -> Result<u8, Defect> {
-        Ok(self.take(1)?[0])
-    }
-    fn u16(&mut self) -> Result<u16, Defect> {
-        Ok(u16_at(self.take(2)?, 0))
-    }
-    fn u32(&mut self) -> Result<u32, Defect> {
-        Ok(u32_at(self.take(4)?, 0))
-    }
+/// Block headers that run past the record: xlogreader.c's "record with invalid length".
+fn short(_: ShortRead) -> Defect {
+    Defect::Body(BodyDefect::InvalidLength)
 }
 
 /// Checks an image's extent against the page: PostgreSQL trusts these, a verifier must not.

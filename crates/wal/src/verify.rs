@@ -14,6 +14,7 @@ use crate::lsn::{Lsn, SegmentName};
 use crate::page::PageHeader;
 use crate::record::{check_image_extent, ImageMethod};
 use crate::source::{SegmentSet, SourceError};
+use codec::cursor::le_u16_at;
 use codec::{BlockDecompressor, Method};
 use std::io::Read;
 
@@ -199,9 +200,10 @@ fn check_images(
         })?;
         if img.info & BKPIMAGE_HAS_HOLE != 0 {
             let off = usize::from(img.hole_offset);
-            if off >= DATA_PAGE_HEADER_LEN && scratch.len() >= DATA_PAGE_HEADER_LEN {
-                let lower = u16::from_le_bytes([scratch[12], scratch[13]]);
-                let upper = u16::from_le_bytes([scratch[14], scratch[15]]);
+            // PageHeaderData's pd_lower and pd_upper (bufpage.h).
+            let bounds = le_u16_at(scratch, 12).zip(le_u16_at(scratch, 14));
+            let whole_header = off >= DATA_PAGE_HEADER_LEN && scratch.len() >= DATA_PAGE_HEADER_LEN;
+            if let (true, Some((lower, upper))) = (whole_header, bounds) {
                 let hole_end = img.hole_offset.wrapping_add(img.hole_length);
                 if lower != img.hole_offset || upper != hole_end {
                     return Err(Defect::Image(format!(
