@@ -29,7 +29,7 @@ pub fn saving(reference: u64, value: f64) -> f64 {
 /// symmetric to the shown precision, else "-2.73%/+1.53% (...)" (the interval widens
 /// towards the side images missed by the sample would pull the figure); "exact"
 /// when every image was measured.
-pub fn interval(c: &crate::CandidateAdvice) -> String {
+pub fn interval(c: &crate::advice::CandidateAdvice) -> String {
     match (c.ci_low, c.ci_high) {
         (Some(lo), Some(hi)) if c.sampled => {
             let v = c.predicted_fpi_bytes.max(1) as f64;
@@ -61,7 +61,7 @@ mod tests {
 
     #[test]
     fn intervals_read_symmetric_or_as_two_sides() {
-        let mut c = crate::CandidateAdvice {
+        let mut c = crate::advice::CandidateAdvice {
             spec: codec::parse_spec_list("zstd:19").expect("spec")[0],
             stock: false,
             predicted_fpi_bytes: 10_000,

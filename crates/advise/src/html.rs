@@ -9,7 +9,7 @@
 //! - `#chart-wal-bytes`: predicted WAL bytes per candidate, fewest first, one
 //!   `rect.bar` per candidate.
 
-use crate::{Advice, CandidateAdvice};
+use crate::advice::{Advice, CandidateAdvice};
 use codec::Method;
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -75,7 +75,7 @@ pub fn render(a: &Advice, meta: &Meta) -> String {
         h,
         "<p class=\"note\">Saving = fewer WAL bytes ({}). MB/s per core of page data \
          (10<sup>6</sup> B); liblz4 {}, libzstd {}; {} threads, {:.1} s.{}</p>",
-        esc(crate::WAL_BYTES_MEANING),
+        esc(crate::advice::WAL_BYTES_MEANING),
         esc(&a.lz4_version),
         esc(&a.zstd_version),
         a.threads,

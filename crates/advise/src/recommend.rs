@@ -11,7 +11,7 @@
 //!    CPU per MB is at most [`MAX_COST_FACTOR`] times that of the setting from 2
 //!    (or of the cheapest compressing stock candidate, when 2 chose `off`).
 
-use crate::{Advice, CandidateAdvice};
+use crate::advice::{Advice, CandidateAdvice};
 use codec::Method;
 
 /// Savings closer than this share of the `off` WAL bytes count as equal.
