@@ -1,6 +1,6 @@
 //! `pgcompress wal ...`.
 
-use crate::args::{StatsArgs, VerifyArgs, WalCommand, WalInput};
+use crate::args::wal::{StatsArgs, VerifyArgs, WalCommand, WalInput};
 use crate::output::{bytes, pct};
 use serde_json::json;
 use std::process::ExitCode;
