@@ -1,51 +1,15 @@
 //! `pgcompress wal advise`: the table of what each method and level would save,
 //! and the recommendation. The work is the `advise` crate's.
 
-use crate::args::WalInput;
+use crate::args::wal::AdviseArgs;
 use crate::output::bytes;
 use advise::{Advice, AdviseError, CandidateAdvice, Options, Progress};
-use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use wal::source::SegmentSet;
 use wal::DecoderOptions;
-
-#[derive(Args, Debug)]
-#[command(
-    after_help = "For every full-page image: restore the page, store it again as PostgreSQL's \
-XLogCompressBackupBlock would with each candidate, and sum what each record would become.\n\n\
-Default candidates: off, pglz, lz4, zstd (stock: wal_compression can write them today), and what \
-stock PostgreSQL cannot write: zstd levels -7, -1, 1, 6, 9, 12, 15, 19, 22; lz4 high-compression \
-levels 4, 9, 12; snappy. Stock candidates are measured on every image; slow others on a \
-deterministic sample, shown with a 99.9% interval (--exhaustive measures every image).\n\n\
-Predicted WAL bytes = sum of MAXALIGN(new record length) + page headers scaled by it + unused \
-space after switches (unchanged); combined bytes (pg_waldump's) are exact.\n\n\
-Recommendation: the stock setting with the fewest WAL bytes, unless one within 1% of the off \
-WAL bytes costs less CPU; then the best non-stock level costing at most 4x its CPU.\n\n\
-Examples:\n  pgcompress wal advise $PGDATA/pg_wal\n  pgcompress wal advise --methods pglz,lz4,zstd,zstd:9 --exhaustive /archive/wal\n  \
-pgcompress wal advise --json /archive/000000010000000000000010\n  \
-pgcompress wal advise --html report.html $PGDATA/pg_wal\n\n\
-Exit status: 0 advice printed; 1 corrupt WAL; 2 bad usage, bad specification or unreadable input."
-)]
-pub struct AdviseArgs {
-    #[command(flatten)]
-    pub input: WalInput,
-    /// Candidates to compare instead of the default list: compression specifications
-    /// separated by commas (off, pglz, lz4, lz4:9, zstd, zstd:19, snappy, ...).
-    #[arg(long, value_name = "SPEC,...")]
-    pub methods: Option<String>,
-    /// Compress every image with every candidate (no sampling).
-    #[arg(long)]
-    pub exhaustive: bool,
-    /// Print one JSON object instead of the table.
-    #[arg(long)]
-    pub json: bool,
-    /// Also write a self-contained HTML report (charts and table) to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub html: Option<std::path::PathBuf>,
-}
 
 pub fn run(a: AdviseArgs) -> anyhow::Result<ExitCode> {
     let candidates = match &a.methods {

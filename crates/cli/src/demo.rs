@@ -1,20 +1,14 @@
-//! `pgcompress demo`: one seeded pgbench workload, once per `wal_compression` setting, on a throwaway cluster.
-//!
-//! Every run starts from the same place: a byte-identical copy of the pgbench tables
-//! (`CREATE DATABASE ... STRATEGY FILE_COPY` from a template loaded once), a checkpoint, and a segment switch.
-//! So each run writes a full-page image the first time it touches a page, as production does after a
-//! checkpoint, and its WAL sits alone in its own archived segments, which the `wal` crate then reads and
-//! verifies.
+//! `pgcompress demo`: one seeded pgbench workload, once per `wal_compression` setting, on a throwaway
+//! cluster. The runs are the `bench` crate's ([`bench::demo`]); this module handles Ctrl-C, shows progress
+//! and prints the comparison.
 
 mod progress;
-mod report;
-mod session;
 
-use crate::args::DemoArgs;
+use crate::args::bench::DemoArgs;
 use progress::Progress;
+use serde::Serialize;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use wal::ImageMethod;
 
 /// Set by the Ctrl-C handler. The server runs in its own session (pg_ctl calls `setsid`), so it does not see
 /// the terminal's SIGINT; we must live long enough to stop it.
@@ -23,8 +17,14 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 /// Exit status of a program ended by SIGINT, as shells report it.
 const EXIT_INTERRUPTED: u8 = 130;
 
-/// The settings compared, in the order they run and are printed.
-const SETTINGS: [ImageMethod; 4] = ImageMethod::ALL;
+/// The demo's JSON: the bench crate's report and the advisor's, as `wal advise --json` prints it.
+#[derive(Serialize)]
+struct DemoJson<'a> {
+    #[serde(flatten)]
+    demo: &'a bench::demo::Demo,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    advice: Option<serde_json::Value>,
+}
 
 /// Runs the demo and prints the comparison (a table, or one JSON object with `--json`).
 pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
@@ -32,20 +32,26 @@ pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
     // process group (psql, pgbench) still die of the SIGINT, their failure unwinds to here, and dropping
     // the cluster stops and deletes it. A second handler cannot be installed; that only happens in tests.
     let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::SeqCst));
-    let progress = Progress::new();
-    let result = session::compare(&a, &progress);
+    let progress = Progress::new(|| INTERRUPTED.load(Ordering::SeqCst));
+    let options = bench::demo::Options {
+        scale: a.scale,
+        transactions: a.transactions,
+        clients: a.clients,
+        pgcompress: crate::bench::me()?,
+    };
+    let result = bench::demo::compare(&options, &progress);
     progress.finish();
-    if interrupted() {
+    if INTERRUPTED.load(Ordering::SeqCst) {
         eprintln!("pgcompress: interrupted; the temporary cluster was stopped and deleted");
         return Ok(ExitCode::from(EXIT_INTERRUPTED));
     }
     let demo = result?;
     if a.json {
-        let mut j = demo.json();
-        if let (Some(obj), Some(adv)) = (j.as_object_mut(), &demo.advice) {
-            obj.insert("advice".into(), crate::advise::to_json(adv));
-        }
-        println!("{}", serde_json::to_string_pretty(&j)?);
+        let doc = DemoJson {
+            demo: &demo,
+            advice: demo.advice.as_ref().map(crate::advise::to_json),
+        };
+        println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         print!("{}", demo.table());
         if let Some(adv) = &demo.advice {
@@ -55,17 +61,4 @@ pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// True once Ctrl-C (or SIGTERM) was received.
-fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::SeqCst)
-}
-
-/// Fails when Ctrl-C was received, so the demo stops between steps.
-fn check_interrupted() -> anyhow::Result<()> {
-    if interrupted() {
-        anyhow::bail!("interrupted");
-    }
-    Ok(())
 }

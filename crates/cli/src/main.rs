@@ -5,20 +5,15 @@
 //! unreadable input.
 
 mod advise;
-mod alloc;
 mod archive;
 mod args;
 mod bench;
 mod demo;
 mod output;
-mod runs;
 mod walcmd;
 
 use clap::Parser;
 use std::process::ExitCode;
-
-#[global_allocator]
-static ALLOC: alloc::HugePageAlloc = alloc::HugePageAlloc;
 
 fn main() -> ExitCode {
     restore_sigpipe();

@@ -1,6 +1,6 @@
 //! `pgcompress wal ...`.
 
-use crate::args::{StatsArgs, VerifyArgs, WalCommand, WalInput};
+use crate::args::wal::{StatsArgs, VerifyArgs, WalCommand, WalInput};
 use crate::output::{bytes, pct};
 use serde_json::json;
 use std::process::ExitCode;
@@ -76,12 +76,10 @@ pub fn collect_stats(input: &WalInput) -> anyhow::Result<WalStats> {
     Ok(stats)
 }
 
+/// How reading ended, in words ([`Stop`]'s own), or `unknown`.
 fn stop_text(stop: &Option<Stop>) -> String {
-    match stop {
-        Some(Stop::EndOfInput { lsn }) => format!("end of input at {lsn}"),
-        Some(Stop::Invalid(e)) => format!("end of valid WAL: {e}"),
-        Some(_) | None => "unknown".into(),
-    }
+    stop.as_ref()
+        .map_or_else(|| "unknown".into(), Stop::to_string)
 }
 
 fn stats(a: StatsArgs) -> anyhow::Result<ExitCode> {

@@ -1,9 +1,9 @@
 //! Where `pgcompress archive` finds its settings: flags, then the environment, then a TOML
 //! config file, then the defaults.
 
+use crate::args::archive::parse_spec;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
 use ::archive::{Location, S3Options};
 use anyhow::{anyhow, bail, Context};
@@ -157,11 +157,6 @@ fn location_of(s: &OsStr) -> anyhow::Result<Location> {
         Some(s) => Ok(Location::parse(s)?),
         None => Ok(Location::Dir(PathBuf::from(s))),
     }
-}
-
-/// Parses a compression method in PostgreSQL's syntax.
-pub fn parse_spec(s: &str) -> Result<Spec, String> {
-    Spec::from_str(s).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -10,11 +10,13 @@ pub struct Progress {
     bar: Option<ProgressBar>,
     /// When the demo started, for the timestamps of plain lines.
     start: Instant,
+    /// Whether the user asked to stop.
+    cancelled: fn() -> bool,
 }
 
 impl Progress {
     /// A spinner when stderr is a terminal, plain lines when it is not.
-    pub fn new() -> Progress {
+    pub fn new(cancelled: fn() -> bool) -> Progress {
         let bar = std::io::stderr().is_terminal().then(|| {
             let bar = ProgressBar::new_spinner();
             if let Ok(style) = ProgressStyle::with_template("{spinner} [{elapsed:>3}] {msg}") {
@@ -26,23 +28,7 @@ impl Progress {
         Progress {
             bar,
             start: Instant::now(),
-        }
-    }
-
-    /// Announces the step now under way.
-    pub fn step(&self, msg: impl Into<String>) {
-        let msg = msg.into();
-        match &self.bar {
-            Some(bar) => bar.set_message(msg),
-            None => eprintln!("{}{msg}", self.prefix()),
-        }
-    }
-
-    /// Prints a line that stays (a finished run), above the spinner if there is one.
-    pub fn note(&self, msg: impl AsRef<str>) {
-        match &self.bar {
-            Some(bar) => bar.println(format!("  {}", msg.as_ref())),
-            None => eprintln!("{}{}", self.prefix(), msg.as_ref()),
+            cancelled,
         }
     }
 
@@ -59,5 +45,27 @@ impl Progress {
             "pgcompress demo [{:>5.1}s] ",
             self.start.elapsed().as_secs_f64()
         )
+    }
+}
+
+impl bench::Progress for Progress {
+    /// Announces the step now under way.
+    fn step(&self, msg: String) {
+        match &self.bar {
+            Some(bar) => bar.set_message(msg),
+            None => eprintln!("{}{msg}", self.prefix()),
+        }
+    }
+
+    /// Prints a line that stays (a finished run), above the spinner if there is one.
+    fn note(&self, msg: String) {
+        match &self.bar {
+            Some(bar) => bar.println(format!("  {msg}")),
+            None => eprintln!("{}{msg}", self.prefix()),
+        }
+    }
+
+    fn cancelled(&self) -> bool {
+        (self.cancelled)()
     }
 }

@@ -6,30 +6,69 @@
 //! first time it touches a page and its WAL sits alone in its own archived segments, as in `pgcompress demo`.
 
 use crate::runs::{guc_value, isolated_run, parse_tps, start_cluster, Server};
+use crate::sys::{postmaster_pid, server_cpu_s};
 use anyhow::{bail, Context};
-use clap::Args;
 use codec::{Method, Spec};
 use pgtest::greenplum::{self, Run, Setup, Workload};
 use pgtest::{Cluster, PgInstall};
-use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::PathBuf;
 use std::time::Duration;
 use wal::source::SegmentSet;
 use wal::{DecoderOptions, ImageMethod};
 
-/// Arguments of `pgcompress bench wal`.
-#[derive(Args, Debug)]
-pub struct BenchWalArgs {
+/// Which workloads, how large.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
     /// Multiplies every workload's rows (and pgbench's scale and transactions).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub scale: u32,
-    /// Workloads to run: names separated by commas (names contain commas too; they are matched whole).
-    #[arg(long)]
+    /// Workloads to run: names separated by commas (names contain commas too; they are matched whole);
+    /// `None` runs all.
     pub workloads: Option<String>,
-    /// Print one JSON object instead of tables.
-    #[arg(long)]
-    pub json: bool,
+}
+
+/// The whole benchmark.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// `SHOW server_version`.
+    pub pg_version: String,
+    /// [`Options::scale`].
+    pub scale: u32,
+    /// One entry per workload, in the order they ran.
+    pub workloads: Vec<WorkloadReport>,
+}
+
+/// One workload under every setting, and the advisor's check.
+#[derive(Clone, Debug, Serialize)]
+pub struct WorkloadReport {
+    /// The study's name of the workload.
+    pub name: &'static str,
+    /// What the rate counts: transactions/s or rows/s.
+    pub rate_unit: &'static str,
+    /// Images the advisor read in the off run.
+    pub images_advised: u64,
+    /// One run per setting, off first.
+    pub runs: Vec<Measured>,
+    /// The advisor's prediction from the off run, per stock setting.
+    pub predictions: Vec<Prediction>,
+}
+
+/// What the advisor predicted for one setting, beside what the server wrote.
+#[derive(Clone, Debug, Serialize)]
+pub struct Prediction {
+    /// The `wal_compression` value.
+    pub method: &'static str,
+    /// Predicted image bytes.
+    pub predicted_fpi_bytes: u64,
+    /// Image bytes the server wrote.
+    pub measured_fpi_bytes: u64,
+    /// (predicted - measured) / measured image bytes, in percent.
+    pub error_pct: f64,
+    /// Predicted WAL bytes.
+    pub predicted_wal_bytes: u64,
+    /// Record plus image bytes the server wrote.
+    pub measured_wal_bytes: u64,
 }
 
 /// Template database each workload is loaded into once.
@@ -38,24 +77,33 @@ const TEMPLATE_DB: &str = "benchwal_template";
 const RUN_DB: &str = "benchwal_run";
 /// The settings, in the order they run and print.
 const SETTINGS: [ImageMethod; 4] = ImageMethod::ALL;
-/// Linux reports /proc CPU times in USER_HZ ticks, which the kernel fixes at 100 for user space.
-const TICKS_PER_SEC: f64 = 100.0;
 
 /// What one run wrote and how long it took.
-struct Measured {
-    setting: &'static str,
-    wal_bytes: u64,
-    fpi_bytes: u64,
-    fpi_count: u64,
-    duration_s: f64,
-    rate: f64,
-    server_cpu_s: Option<f64>,
-    paths: Vec<PathBuf>,
+#[derive(Clone, Debug, Serialize)]
+pub struct Measured {
+    /// The `wal_compression` value.
+    pub setting: &'static str,
+    /// Record plus image bytes.
+    pub wal_bytes: u64,
+    /// Image bytes as stored.
+    pub fpi_bytes: u64,
+    /// Full-page images.
+    pub fpi_count: u64,
+    /// Wall time of the work.
+    pub duration_s: f64,
+    /// Transactions or rows per second.
+    #[serde(rename = "tps")]
+    pub rate: f64,
+    /// CPU seconds of every server process during the work, when /proc tells.
+    pub server_cpu_s: Option<f64>,
+    /// The run's segments (read while the cluster exists).
+    #[serde(skip)]
+    pub paths: Vec<PathBuf>,
 }
 
-/// Runs the benchmark and prints tables or JSON.
-pub fn run(a: BenchWalArgs) -> anyhow::Result<ExitCode> {
-    let workloads = select(&a)?;
+/// Runs the benchmark on a throwaway cluster.
+pub fn run(o: &Options) -> anyhow::Result<Report> {
+    let workloads = select(o)?;
     let install = PgInstall::find().context("bench wal runs a throwaway PostgreSQL 15+ server")?;
     if install.major() < 15 {
         bail!(
@@ -69,7 +117,6 @@ pub fn run(a: BenchWalArgs) -> anyhow::Result<ExitCode> {
         install.bindir().display()
     );
     let (cluster, server) = start_cluster(install)?;
-    let version = server.version.clone();
     let mut out = Vec::new();
     for w in &workloads {
         out.push(
@@ -77,20 +124,18 @@ pub fn run(a: BenchWalArgs) -> anyhow::Result<ExitCode> {
         );
     }
     cluster.stop().context("stopping the throwaway cluster")?;
-    let doc = json!({ "pg_version": version, "scale": a.scale, "workloads": out });
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&doc)?);
-    } else {
-        print!("{}", table(&doc));
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(Report {
+        pg_version: server.version,
+        scale: o.scale,
+        workloads: out,
+    })
 }
 
 /// The workloads asked for, by name, or all.
 ///
 /// The study's names contain ", " themselves, so the list is split at commas and the pieces joined again
 /// until they spell a name.
-fn select(a: &BenchWalArgs) -> anyhow::Result<Vec<Workload>> {
+fn select(a: &Options) -> anyhow::Result<Vec<Workload>> {
     let Some(list) = &a.workloads else {
         return Ok(greenplum::all(a.scale));
     };
@@ -116,7 +161,11 @@ fn select(a: &BenchWalArgs) -> anyhow::Result<Vec<Workload>> {
 }
 
 /// Loads the template, runs every setting, then asks the advisor about the `off` run.
-fn one_workload(cluster: &Cluster, server: &Server, w: &Workload) -> anyhow::Result<Value> {
+fn one_workload(
+    cluster: &Cluster,
+    server: &Server,
+    w: &Workload,
+) -> anyhow::Result<WorkloadReport> {
     eprintln!("bench wal: {}: loading the template database", w.name);
     cluster.psql(&format!("DROP DATABASE IF EXISTS {RUN_DB}"))?;
     cluster.psql(&format!("DROP DATABASE IF EXISTS {TEMPLATE_DB}"))?;
@@ -167,40 +216,26 @@ fn one_workload(cluster: &Cluster, server: &Server, w: &Workload) -> anyhow::Res
         } else {
             (c.predicted_fpi_bytes as f64 - r.fpi_bytes as f64) / r.fpi_bytes as f64 * 100.0
         };
-        predictions.push(json!({
-            "method": setting,
-            "predicted_fpi_bytes": c.predicted_fpi_bytes,
-            "measured_fpi_bytes": r.fpi_bytes,
-            "error_pct": err,
-            "predicted_wal_bytes": c.predicted_wal_bytes,
-            "measured_wal_bytes": r.wal_bytes,
-        }));
+        predictions.push(Prediction {
+            method: setting,
+            predicted_fpi_bytes: c.predicted_fpi_bytes,
+            measured_fpi_bytes: r.fpi_bytes,
+            error_pct: err,
+            predicted_wal_bytes: c.predicted_wal_bytes,
+            measured_wal_bytes: r.wal_bytes,
+        });
     }
     let unit = match w.run {
         Run::Pgbench { .. } => "transactions/s",
         _ => "rows/s",
     };
-    let runs: Vec<Value> = runs
-        .iter()
-        .map(|r| {
-            json!({
-                "setting": r.setting,
-                "wal_bytes": r.wal_bytes,
-                "fpi_bytes": r.fpi_bytes,
-                "fpi_count": r.fpi_count,
-                "duration_s": r.duration_s,
-                "tps": r.rate,
-                "server_cpu_s": r.server_cpu_s,
-            })
-        })
-        .collect();
-    Ok(json!({
-        "name": w.name,
-        "rate_unit": unit,
-        "images_advised": advice.images,
-        "runs": runs,
-        "predictions": predictions,
-    }))
+    Ok(WorkloadReport {
+        name: w.name,
+        rate_unit: unit,
+        images_advised: advice.images,
+        runs,
+        predictions,
+    })
 }
 
 /// One setting of one workload, alone in its segments, with the server's CPU.
@@ -215,7 +250,7 @@ fn one_run(
     let step = |s: String| eprintln!("bench wal: {}: {s}", w.name);
     let mut cpu0 = None;
     let run = isolated_run(cluster, server, m, (TEMPLATE_DB, RUN_DB), &step, || {
-        cpu0 = postmaster.and_then(server_cpu_ticks);
+        cpu0 = postmaster.and_then(server_cpu_s);
         let (rate_work, out) = match &w.run {
             Run::Sql { sql, rows } => {
                 cluster.psql(&format!("\\connect {RUN_DB}\n{sql}"))?;
@@ -231,11 +266,11 @@ fn one_run(
         };
         // The backend exits with its client; once the postmaster reaps it, its CPU shows in cutime.
         std::thread::sleep(Duration::from_millis(50));
-        Ok((rate_work, out, postmaster.and_then(server_cpu_ticks)))
+        Ok((rate_work, out, postmaster.and_then(server_cpu_s)))
     })?;
     let (rate_work, out, cpu1) = run.output;
     let server_cpu_s = match (cpu0, cpu1) {
-        (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / TICKS_PER_SEC),
+        (Some(a), Some(b)) => Some((b - a).max(0.0)),
         _ => None,
     };
     let t = run.stats.total();
@@ -252,45 +287,6 @@ fn one_run(
     })
 }
 
-/// The postmaster's pid: the first line of `postmaster.pid`.
-fn postmaster_pid(data_dir: &Path) -> Option<u32> {
-    let text = std::fs::read_to_string(data_dir.join("postmaster.pid")).ok()?;
-    text.lines().next()?.trim().parse().ok()
-}
-
-/// `(ppid, utime + stime, cutime + cstime)` of a process, from `/proc/PID/stat` (proc(5)).
-fn proc_stat(pid: &str) -> Option<(u32, u64, u64)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name is in parentheses and may hold spaces; fields resume after the last ')'.
-    let rest = &text[text.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let n = |i: usize| f.get(i).and_then(|s| s.parse::<u64>().ok());
-    let ppid = u32::try_from(n(1)?).ok()?;
-    Some((ppid, n(11)? + n(12)?, n(13)? + n(14)?))
-}
-
-/// CPU ticks the server has used: the postmaster's own and its reaped children's, plus every live child's.
-/// Backends exit with their sessions, so a run's whole CPU (compression included) lands in here.
-fn server_cpu_ticks(postmaster: u32) -> Option<u64> {
-    let (_, own, reaped) = proc_stat(&postmaster.to_string())?;
-    let mut total = own + reaped;
-    for e in std::fs::read_dir("/proc").ok()?.flatten() {
-        let name = e.file_name();
-        let Some(pid) = name
-            .to_str()
-            .filter(|s| s.bytes().all(|b| b.is_ascii_digit()))
-        else {
-            continue;
-        };
-        if let Some((ppid, cpu, _)) = proc_stat(pid) {
-            if ppid == postmaster {
-                total += cpu;
-            }
-        }
-    }
-    Some(total)
-}
-
 fn pct(x: f64, base: f64) -> String {
     if base == 0.0 {
         "-".into()
@@ -300,85 +296,69 @@ fn pct(x: f64, base: f64) -> String {
 }
 
 /// The text report: per workload, one row per setting with deltas against off, then the advisor's check.
-fn table(doc: &Value) -> String {
-    use std::fmt::Write;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "PostgreSQL {}, scale {}; deltas are against wal_compression = off; server CPU is all server processes",
-        doc["pg_version"].as_str().unwrap_or("?"),
-        doc["scale"]
-    );
-    let empty = Vec::new();
-    for w in doc["workloads"].as_array().unwrap_or(&empty) {
-        let runs = w["runs"].as_array().unwrap_or(&empty);
-        let f = |r: &Value, k: &str| r[k].as_f64().unwrap_or(0.0);
-        let u = |r: &Value, k: &str| r[k].as_u64().unwrap_or(0);
-        let Some(off) = runs.first() else { continue };
-        let _ = writeln!(s, "\n{}", w["name"].as_str().unwrap_or(""));
+impl Report {
+    /// The text tables.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
         let _ = writeln!(
             s,
-            "  {:<6} {:>12} {:>8} {:>12} {:>8} {:>8} {:>8} {:>14} {:>8} {:>7} {:>8}",
-            "set",
-            "WAL bytes",
-            "Δ",
-            "FPI bytes",
-            "Δ",
-            "time s",
-            "Δ",
-            w["rate_unit"].as_str().unwrap_or(""),
-            "Δ",
-            "CPU s",
-            "Δ"
+            "PostgreSQL {}, scale {}; deltas are against wal_compression = off; server CPU is all server processes",
+            self.pg_version, self.scale
         );
-        for r in runs {
+        for w in &self.workloads {
+            let Some(off) = w.runs.first() else { continue };
+            let _ = writeln!(s, "\n{}", w.name);
             let _ = writeln!(
                 s,
-                "  {:<6} {:>12} {:>8} {:>12} {:>8} {:>8.2} {:>8} {:>14.0} {:>8} {:>7.2} {:>8}",
-                r["setting"].as_str().unwrap_or(""),
-                u(r, "wal_bytes"),
-                pct(f(r, "wal_bytes"), f(off, "wal_bytes")),
-                u(r, "fpi_bytes"),
-                pct(f(r, "fpi_bytes"), f(off, "fpi_bytes")),
-                f(r, "duration_s"),
-                pct(f(r, "duration_s"), f(off, "duration_s")),
-                f(r, "tps"),
-                pct(f(r, "tps"), f(off, "tps")),
-                f(r, "server_cpu_s"),
-                pct(f(r, "server_cpu_s"), f(off, "server_cpu_s")),
+                "  {:<6} {:>12} {:>8} {:>12} {:>8} {:>8} {:>8} {:>14} {:>8} {:>7} {:>8}",
+                "set",
+                "WAL bytes",
+                "Δ",
+                "FPI bytes",
+                "Δ",
+                "time s",
+                "Δ",
+                w.rate_unit,
+                "Δ",
+                "CPU s",
+                "Δ"
             );
-        }
-        let _ = writeln!(
-            s,
-            "  advisor on the off run's WAL ({} images):",
-            w["images_advised"]
-        );
-        let _ = writeln!(
-            s,
-            "  {:<6} {:>14} {:>14} {:>8}",
-            "method", "predicted FPI", "measured FPI", "error"
-        );
-        for p in w["predictions"].as_array().unwrap_or(&empty) {
+            let cpu = |r: &Measured| r.server_cpu_s.unwrap_or(0.0);
+            for r in &w.runs {
+                let _ = writeln!(
+                    s,
+                    "  {:<6} {:>12} {:>8} {:>12} {:>8} {:>8.2} {:>8} {:>14.0} {:>8} {:>7.2} {:>8}",
+                    r.setting,
+                    r.wal_bytes,
+                    pct(r.wal_bytes as f64, off.wal_bytes as f64),
+                    r.fpi_bytes,
+                    pct(r.fpi_bytes as f64, off.fpi_bytes as f64),
+                    r.duration_s,
+                    pct(r.duration_s, off.duration_s),
+                    r.rate,
+                    pct(r.rate, off.rate),
+                    cpu(r),
+                    pct(cpu(r), cpu(off)),
+                );
+            }
             let _ = writeln!(
                 s,
-                "  {:<6} {:>14} {:>14} {:>+7.2}%",
-                p["method"].as_str().unwrap_or(""),
-                u(p, "predicted_fpi_bytes"),
-                u(p, "measured_fpi_bytes"),
-                p["error_pct"].as_f64().unwrap_or(0.0)
+                "  advisor on the off run's WAL ({} images):",
+                w.images_advised
             );
+            let _ = writeln!(
+                s,
+                "  {:<6} {:>14} {:>14} {:>8}",
+                "method", "predicted FPI", "measured FPI", "error"
+            );
+            for p in &w.predictions {
+                let _ = writeln!(
+                    s,
+                    "  {:<6} {:>14} {:>14} {:>+7.2}%",
+                    p.method, p.predicted_fpi_bytes, p.measured_fpi_bytes, p.error_pct
+                );
+            }
         }
-    }
-    s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn proc_stat_reads_this_process() {
-        let (ppid, _, _) = proc_stat(&std::process::id().to_string()).unwrap();
-        assert!(ppid > 0);
+        s
     }
 }

@@ -1,15 +1,33 @@
 //! The server side of the demo: start a cluster, load the pgbench tables once, then for each setting copy
 //! them, configure, checkpoint, run, isolate the run's WAL in its own segments, read and verify it.
 
-use super::report::{ArchiveComparison, Demo, RunResult};
-use super::{check_interrupted, Progress, SETTINGS};
-use crate::args::DemoArgs;
+mod report;
+
+pub use report::{ArchiveComparison, Demo, RunResult, StoredBy, Workload};
+
 use crate::runs::{guc_value, isolated_run, parse_tps, start_cluster, Server};
+use crate::{check_cancelled, Progress};
 use anyhow::{bail, Context};
 use pgtest::{Cluster, PgInstall};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use wal::source::SegmentSet;
 use wal::{DecoderOptions, ImageMethod};
+
+/// The settings compared, in the order they run and are printed.
+pub const SETTINGS: [ImageMethod; 4] = ImageMethod::ALL;
+
+/// The workload of the demo.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// pgbench scale factor of the workload.
+    pub scale: u32,
+    /// Transactions per client per run.
+    pub transactions: u32,
+    /// pgbench clients.
+    pub clients: u32,
+    /// The `pgcompress` executable that archives the off run.
+    pub pgcompress: PathBuf,
+}
 
 /// Loaded once by `pgbench -i`, then copied file by file before every run.
 const TEMPLATE_DB: &str = "demo_template";
@@ -27,8 +45,8 @@ const DEMO_CANDIDATES: &str = "none,pglz,lz4,zstd,zstd:-1,zstd:1,zstd:6,zstd:9,l
 /// segment size changes nothing in the records and images measured (only the unused tail after each
 /// `pg_switch_wal()`, which the demo leaves out). Autovacuum is off and checkpoints are only the demo's own,
 /// so nothing but the workload writes between a run's checkpoint and its final segment switch.
-pub fn compare(a: &DemoArgs, p: &Progress) -> anyhow::Result<Demo> {
-    p.step("looking for PostgreSQL");
+pub fn compare(a: &Options, p: &dyn Progress) -> anyhow::Result<Demo> {
+    p.step("looking for PostgreSQL".into());
     let install =
         PgInstall::find().with_context(|| match std::env::var_os(pgtest::BINDIR_ENV) {
             Some(dir) => format!(
@@ -53,7 +71,7 @@ pub fn compare(a: &DemoArgs, p: &Progress) -> anyhow::Result<Demo> {
         install.bindir().display()
     ));
     let (cluster, server) = start_cluster(install)?;
-    check_interrupted()?;
+    check_cancelled(p)?;
 
     p.step(format!("loading the pgbench tables, scale {}", a.scale));
     cluster.psql(&format!("CREATE DATABASE {TEMPLATE_DB}"))?;
@@ -63,20 +81,20 @@ pub fn compare(a: &DemoArgs, p: &Progress) -> anyhow::Result<Demo> {
 
     let mut runs = Vec::with_capacity(SETTINGS.len());
     for m in SETTINGS {
-        check_interrupted()?;
+        check_cancelled(p)?;
         let r = one_run(&cluster, &server, m, a, p)
             .with_context(|| format!("run with wal_compression = {}", guc_value(m)))?;
         p.note(format!(
             "wal_compression = {:<4}  {:>10} of WAL, {} full-page images, {:.0} tps",
             r.setting,
-            crate::output::bytes(r.wal_bytes),
+            advise::fmt::bytes(r.wal_bytes),
             r.fpi_count,
             r.tps
         ));
         runs.push(r);
     }
     // The advisor's answer from the off run alone, to set beside what the server did.
-    p.step("advisor: predicting every method and level from the off run's WAL");
+    p.step("advisor: predicting every method and level from the off run's WAL".into());
     let off = runs.first().context("no run")?.segments.clone();
     // The stock settings and the levels worth knowing about; `wal advise` without
     // --methods also tries the slow top zstd levels, too slow for a one-minute demo.
@@ -91,17 +109,20 @@ pub fn compare(a: &DemoArgs, p: &Progress) -> anyhow::Result<Demo> {
     let advice = advise::advise(&SegmentSet::from_paths(&off)?, &opts, &mut |_| {})
         .context("running the advisor on the off run's WAL")?;
     // What an archive would hold: the off run's segments pushed one by one, as archive_command does.
-    p.step("archiving the off run's segments with pgcompress, gzip -6 and zstd -3");
-    let archive = archive_off_run(&off).context("archiving the off run's WAL")?;
-    p.step("stopping and deleting the cluster");
+    p.step("archiving the off run's segments with pgcompress, gzip -6 and zstd -3".into());
+    let archive = archive_off_run(&a.pgcompress, &off).context("archiving the off run's WAL")?;
+    p.step("stopping and deleting the cluster".into());
     cluster.stop().context("stopping the throwaway cluster")?;
     drop(cluster);
     Ok(Demo {
         pg_version: server.version,
         seg_size: server.seg_size,
-        scale: a.scale,
-        clients: a.clients,
-        transactions: a.transactions,
+        workload: Workload {
+            kind: "pgbench tpcb-like",
+            scale: a.scale,
+            clients: a.clients,
+            transactions_per_client: a.transactions,
+        },
         runs,
         advice: Some(advice),
         archive: Some(archive),
@@ -110,8 +131,8 @@ pub fn compare(a: &DemoArgs, p: &Progress) -> anyhow::Result<Demo> {
 
 /// Stored bytes of the off run's segments with `pgcompress archive push` (default method), `gzip -6` and
 /// `zstd -3`, each file pushed by its own process; a program that is not installed is left out.
-fn archive_off_run(segments: &[PathBuf]) -> anyhow::Result<ArchiveComparison> {
-    use crate::bench::bench_archive::{stored_bytes, Tool, GZIP, ZSTD};
+fn archive_off_run(me: &Path, segments: &[PathBuf]) -> anyhow::Result<ArchiveComparison> {
+    use crate::archive::{stored_bytes, Tool, GZIP, ZSTD};
     let mut original = 0;
     for s in segments {
         original += std::fs::metadata(s)
@@ -121,11 +142,24 @@ fn archive_off_run(segments: &[PathBuf]) -> anyhow::Result<ArchiveComparison> {
     let dir = tempfile::Builder::new()
         .prefix("pgcompress-demo-archive-")
         .tempdir()?;
-    let stored = stored_bytes(&[Tool::Pgcompress(None), GZIP, ZSTD], segments, dir.path())?;
+    let stored = stored_bytes(
+        me,
+        &[Tool::Pgcompress(None), GZIP, ZSTD],
+        segments,
+        dir.path(),
+    )?;
     Ok(ArchiveComparison {
+        run: "off",
         segments: segments.len(),
         original_bytes: original,
-        stored: stored.into_iter().map(|(t, b)| (t.label(), b)).collect(),
+        tools: stored
+            .into_iter()
+            .map(|(t, b)| StoredBy {
+                tool: t.label(),
+                stored_bytes: b,
+                ratio: original as f64 / b.max(1) as f64,
+            })
+            .collect(),
     })
 }
 
@@ -134,8 +168,8 @@ fn one_run(
     cluster: &Cluster,
     server: &Server,
     m: ImageMethod,
-    a: &DemoArgs,
-    p: &Progress,
+    a: &Options,
+    p: &dyn Progress,
 ) -> anyhow::Result<RunResult> {
     let setting = guc_value(m);
     let clients = a.clients.to_string();
@@ -148,7 +182,7 @@ fn one_run(
         (TEMPLATE_DB, BENCH_DB),
         &|s| p.step(s),
         || {
-            check_interrupted()?;
+            check_cancelled(p)?;
             let args = [
                 "-n",
                 "-c",
@@ -163,7 +197,7 @@ fn one_run(
             Ok(cluster.pgbench(&args)?)
         },
     )?;
-    check_interrupted()?;
+    check_cancelled(p)?;
     let t = run.stats.total();
     let tps = parse_tps(&run.output).unwrap_or_else(|| {
         f64::from(a.clients) * f64::from(a.transactions) / run.duration_s.max(f64::EPSILON)

@@ -1,8 +1,7 @@
 //! What the demo measured, and how it is printed: a side-by-side table or one JSON object.
 
-use crate::output::bytes;
+use advise::fmt::bytes;
 use serde::Serialize;
-use serde_json::json;
 use std::fmt::Write as _;
 
 /// The measurements of one run.
@@ -32,54 +31,64 @@ pub struct RunResult {
     pub segments: Vec<std::path::PathBuf>,
 }
 
-/// The whole comparison.
-#[derive(Debug, Clone)]
+/// The whole comparison. Its serialization is the demo's JSON (the binary adds the advisor's report as
+/// `advice`, in the form `wal advise --json` prints).
+#[derive(Debug, Clone, Serialize)]
 pub struct Demo {
     /// `SHOW server_version`.
     pub pg_version: String,
     /// WAL segment size in bytes.
+    #[serde(rename = "segment_size")]
     pub seg_size: u64,
-    /// pgbench scale factor.
-    pub scale: u32,
-    /// pgbench clients.
-    pub clients: u32,
-    /// Transactions per client per run.
-    pub transactions: u32,
+    /// The pgbench workload every run ran.
+    pub workload: Workload,
     /// One run per setting, `off` first.
     pub runs: Vec<RunResult>,
     /// What the advisor predicts from the `off` run's WAL alone.
+    #[serde(skip)]
     pub advice: Option<advise::Advice>,
     /// The `off` run's segments archived by pgcompress and by the usual compressors.
     pub archive: Option<ArchiveComparison>,
 }
 
+/// The pgbench workload.
+#[derive(Debug, Clone, Serialize)]
+pub struct Workload {
+    /// Always `pgbench tpcb-like`.
+    pub kind: &'static str,
+    /// pgbench scale factor.
+    pub scale: u32,
+    /// pgbench clients.
+    pub clients: u32,
+    /// Transactions per client per run.
+    pub transactions_per_client: u32,
+}
+
 /// Bytes an archive of the same segments holds, per tool.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize)]
 pub struct ArchiveComparison {
+    /// The run whose segments were archived: `off`.
+    pub run: &'static str,
     /// Segment files archived.
     pub segments: usize,
     /// Their size before compression.
     pub original_bytes: u64,
-    /// (tool, stored bytes), pgcompress first.
-    pub stored: Vec<(String, u64)>,
+    /// One entry per tool, pgcompress first.
+    pub tools: Vec<StoredBy>,
+}
+
+/// What one tool stored.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoredBy {
+    /// The tool's name.
+    pub tool: String,
+    /// Bytes stored.
+    pub stored_bytes: u64,
+    /// Original bytes / stored bytes.
+    pub ratio: f64,
 }
 
 impl ArchiveComparison {
-    /// Original bytes / stored bytes.
-    fn ratio(&self, stored: u64) -> f64 {
-        self.original_bytes as f64 / stored.max(1) as f64
-    }
-
-    /// The `archive` member of the demo's JSON.
-    pub fn json(&self) -> serde_json::Value {
-        let tools: Vec<_> = self
-            .stored
-            .iter()
-            .map(|(tool, b)| json!({"tool": tool, "stored_bytes": b, "ratio": self.ratio(*b)}))
-            .collect();
-        json!({"run": "off", "segments": self.segments, "original_bytes": self.original_bytes, "tools": tools})
-    }
-
     /// A few lines for the table.
     pub fn table(&self) -> String {
         let mut out = format!(
@@ -87,12 +96,13 @@ impl ArchiveComparison {
             self.segments,
             bytes(self.original_bytes)
         );
-        for (tool, b) in &self.stored {
+        for t in &self.tools {
             let _ = writeln!(
                 out,
-                "  {tool:<30} {:>12} stored, ratio {:>6.2}x",
-                bytes(*b),
-                self.ratio(*b)
+                "  {:<30} {:>12} stored, ratio {:>6.2}x",
+                t.tool,
+                bytes(t.stored_bytes),
+                t.ratio
             );
         }
         out
@@ -100,25 +110,13 @@ impl ArchiveComparison {
 }
 
 impl Demo {
-    /// The `--json` object: the workload and a `runs` array.
-    pub fn json(&self) -> serde_json::Value {
-        json!({
-            "pg_version": self.pg_version,
-            "segment_size": self.seg_size,
-            "workload": {"kind": "pgbench tpcb-like", "scale": self.scale, "clients": self.clients,
-                         "transactions_per_client": self.transactions},
-            "runs": self.runs,
-            "archive": self.archive.as_ref().map(ArchiveComparison::json),
-        })
-    }
-
     /// The human table, one column per setting, and what it means.
     pub fn table(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(
             out,
             "pgbench TPC-B-like workload, scale {}, {} client(s) x {} transactions per run, after a checkpoint;",
-            self.scale, self.clients, self.transactions
+            self.workload.scale, self.workload.clients, self.workload.transactions_per_client
         );
         let _ = writeln!(
             out,
@@ -210,10 +208,10 @@ impl Demo {
                 "{} cut WAL by {:.1}% vs off on this workload ({} instead of {}): wal_compression compresses only \
                  full-page images, {:.0}% of the WAL here, and {} shrank them {:.2}x.",
                 b.setting,
-                100.0 - crate::output::pct(b.wal_bytes, off.wal_bytes),
+                100.0 - pct(b.wal_bytes, off.wal_bytes),
                 bytes(b.wal_bytes),
                 bytes(off.wal_bytes),
-                crate::output::pct(off.fpi_bytes, off.wal_bytes),
+                pct(off.fpi_bytes, off.wal_bytes),
                 b.setting,
                 ratio(b)
             ),
@@ -223,6 +221,15 @@ impl Demo {
             "{first} pgbench rows are mostly blank filler and most pages are touched once per checkpoint, so expect \
              a smaller saving on real tables; TPS from runs this short is a rough guide only."
         )
+    }
+}
+
+/// A share as a percentage, 0 when the whole is 0.
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        100.0 * part as f64 / whole as f64
     }
 }
 

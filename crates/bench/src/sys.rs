@@ -1,0 +1,193 @@
+//! Machine figures from /proc (proc(5)): load, CPU stolen by the host, the CPU model, and the CPU time of a
+//! process tree. Clock ticks per second come from the system (`sysconf(_SC_CLK_TCK)`).
+
+use std::path::Path;
+
+/// Clock ticks per second in which /proc reports CPU times; `None` if the system does not say.
+pub fn ticks_per_second() -> Option<f64> {
+    use nix::unistd::{sysconf, SysconfVar};
+    match sysconf(SysconfVar::CLK_TCK) {
+        Ok(Some(t)) if t > 0 => Some(t as f64),
+        _ => None,
+    }
+}
+
+/// The one-minute load average, from /proc/loadavg.
+pub fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The CPU model, from /proc/cpuinfo.
+pub fn cpu_model() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    text.lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_string())
+}
+
+/// The machine's CPU time counters, from the first line of /proc/stat (in clock ticks, every CPU together).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuTimes {
+    /// Ticks the host gave to other virtual machines while this one wanted to run.
+    pub steal: u64,
+    /// Ticks of every kind (user nice system idle iowait irq softirq steal), steal included.
+    pub total: u64,
+}
+
+impl CpuTimes {
+    /// The counters now.
+    pub fn now() -> Option<CpuTimes> {
+        CpuTimes::parse(&std::fs::read_to_string("/proc/stat").ok()?)
+    }
+
+    /// The counters in the text of /proc/stat.
+    pub fn parse(text: &str) -> Option<CpuTimes> {
+        let fields: Vec<u64> = text
+            .lines()
+            .next()?
+            .strip_prefix("cpu ")?
+            .split_whitespace()
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .ok()?;
+        // user nice system idle iowait irq softirq steal [guest guest_nice, already in user and nice]
+        Some(CpuTimes {
+            steal: *fields.get(7)?,
+            total: fields.iter().take(8).sum(),
+        })
+    }
+}
+
+/// The share of the machine's CPU time that its host gave to other virtual machines ("steal") between
+/// `start` and `end`: the figures were taken on a machine that much slower than it looked, and unevenly so.
+/// `None` when a sample is missing, no time passed, or a counter went backwards (a reset).
+pub fn steal_share(start: Option<&CpuTimes>, end: Option<&CpuTimes>) -> Option<f64> {
+    let (start, end) = (start?, end?);
+    let total = end.total.checked_sub(start.total).filter(|&t| t > 0)?;
+    let steal = end.steal.checked_sub(start.steal)?;
+    Some(steal as f64 / total as f64)
+}
+
+/// A process's pid from the first line of a PostgreSQL data directory's `postmaster.pid`.
+pub fn postmaster_pid(data_dir: &Path) -> Option<u32> {
+    let text = std::fs::read_to_string(data_dir.join("postmaster.pid")).ok()?;
+    text.lines().next()?.trim().parse().ok()
+}
+
+/// CPU ticks of one process, from the text of `/proc/PID/stat`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcStat {
+    /// The parent's pid.
+    pub ppid: u32,
+    /// utime + stime: the process's own CPU ticks.
+    pub own: u64,
+    /// cutime + cstime: CPU ticks of its waited-for children.
+    pub reaped: u64,
+}
+
+impl ProcStat {
+    /// The figures of process `pid`.
+    pub fn of(pid: u32) -> Option<ProcStat> {
+        ProcStat::parse(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+    }
+
+    /// The figures in the text of a `/proc/PID/stat` file.
+    pub fn parse(text: &str) -> Option<ProcStat> {
+        // The command name is in parentheses and may hold spaces; fields resume after the last ')'.
+        let rest = &text[text.rfind(')')? + 1..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let n = |i: usize| f.get(i).and_then(|s| s.parse::<u64>().ok());
+        Some(ProcStat {
+            ppid: u32::try_from(n(1)?).ok()?,
+            own: n(11)? + n(12)?,
+            reaped: n(13)? + n(14)?,
+        })
+    }
+}
+
+/// CPU seconds a server has used: the postmaster's own and its reaped children's, plus every live child's.
+/// Backends exit with their sessions, so a run's whole CPU (compression included) lands in here.
+pub fn server_cpu_s(postmaster: u32) -> Option<f64> {
+    let ticks = ticks_per_second()?;
+    let p = ProcStat::of(postmaster)?;
+    let mut total = p.own + p.reaped;
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if let Some(s) = ProcStat::of(pid).filter(|s| s.ppid == postmaster) {
+            total += s.own;
+        }
+    }
+    Some(total as f64 / ticks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STAT_A: &str = "cpu  100 5 50 800 10 1 2 32 7 0\ncpu0 50 2 25 400 5 0 1 16 3 0\nintr 1\n";
+    const STAT_B: &str = "cpu  160 5 70 900 10 1 2 52 9 0\ncpu0 80 2 35 450 5 0 1 26 4 0\nintr 2\n";
+
+    #[test]
+    fn steal_share_of_two_known_samples() {
+        let a = CpuTimes::parse(STAT_A).expect("parses");
+        let b = CpuTimes::parse(STAT_B).expect("parses");
+        // guest (7, 9) is already counted in user and stays out of the total.
+        assert_eq!(
+            a,
+            CpuTimes {
+                steal: 32,
+                total: 1000
+            }
+        );
+        assert_eq!(
+            b,
+            CpuTimes {
+                steal: 52,
+                total: 1200
+            }
+        );
+        // 20 stolen ticks of 200.
+        assert_eq!(steal_share(Some(&a), Some(&b)), Some(0.1));
+        // Samples swapped: the counters went backwards, so no figure rather than a wrapped one.
+        assert_eq!(steal_share(Some(&b), Some(&a)), None);
+        // The total grew but steal fell (a reset): no figure either.
+        let reset = CpuTimes {
+            steal: 3,
+            total: 1300,
+        };
+        assert_eq!(steal_share(Some(&b), Some(&reset)), None);
+        // No time passed, or a sample missing.
+        assert_eq!(steal_share(Some(&a), Some(&a)), None);
+        assert_eq!(steal_share(None, Some(&a)), None);
+        assert_eq!(CpuTimes::parse("cpu0 1 2 3\n"), None);
+    }
+
+    #[test]
+    fn proc_stat_fields_after_a_name_with_spaces() {
+        let text = "42 (post gres: x) S 7 42 42 0 -1 4194560 1 0 0 0 13 4 21 9 20 0 1 0 5 0 0\n";
+        let s = ProcStat::parse(text).expect("parses");
+        assert_eq!(
+            s,
+            ProcStat {
+                ppid: 7,
+                own: 17,
+                reaped: 30
+            }
+        );
+        let me = ProcStat::of(std::process::id()).expect("this process");
+        assert_eq!(me.ppid, std::os::unix::process::parent_id());
+    }
+
+    #[test]
+    fn clock_ticks_come_from_the_system() {
+        assert!(ticks_per_second().is_some_and(|t| t >= 1.0));
+    }
+}

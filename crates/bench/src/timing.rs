@@ -1,0 +1,109 @@
+//! Wall and CPU time of child processes, and the statistics the reports take of them.
+
+use serde::Serialize;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+/// Wall and CPU (user + sys) seconds of one process, or the median of several.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Timing {
+    /// Elapsed seconds.
+    pub wall: f64,
+    /// User plus system CPU seconds.
+    pub cpu: f64,
+}
+
+/// CPU seconds used so far by this process's waited-for children.
+pub fn children_cpu() -> f64 {
+    use nix::sys::resource::{getrusage, UsageWho};
+    getrusage(UsageWho::RUSAGE_CHILDREN).map_or(0.0, |u| {
+        let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
+        t(u.user_time()) + t(u.system_time())
+    })
+}
+
+/// The median of `v`; 0 when it is empty.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        0.0
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Runs `cmd[0]` with the rest as arguments to completion, its output discarded, and times it. An exit
+/// status above 1 is a failure (pg_waldump exits 1 when the WAL ends inside the last file).
+pub fn measure(cmd: &[String]) -> anyhow::Result<Timing> {
+    use anyhow::Context;
+    let program = cmd.first().context("an empty command line")?;
+    let cpu0 = children_cpu();
+    let t = Instant::now();
+    let status = Command::new(program)
+        .args(&cmd[1..])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .with_context(|| format!("cannot run {program}"))?;
+    let wall = t.elapsed().as_secs_f64();
+    if status.code().is_none_or(|c| c > 1) {
+        anyhow::bail!("{} failed: {status}", cmd.join(" "));
+    }
+    Ok(Timing {
+        wall,
+        cpu: children_cpu() - cpu0,
+    })
+}
+
+/// Runs `cmd` as the server user (when we are root), its standard output into `stdout` when given, and times
+/// it, file creation included (the shell of an archive_command opens that file too). Fails on a non-zero exit
+/// with the first line the program printed on stderr.
+pub fn timed(mut cmd: Command, stdout: Option<&Path>, what: &str) -> anyhow::Result<Timing> {
+    use anyhow::Context;
+    pgtest::run::as_server_user(&mut cmd)?;
+    cmd.stdin(Stdio::null()).stderr(Stdio::piped());
+    let cpu0 = children_cpu();
+    let began = Instant::now();
+    match stdout {
+        Some(p) => {
+            let f =
+                std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
+            cmd.stdout(f);
+        }
+        None => {
+            cmd.stdout(Stdio::null());
+        }
+    }
+    let out = cmd
+        .output()
+        .with_context(|| format!("{what}: cannot run {}", cmd.get_program().to_string_lossy()))?;
+    let wall = began.elapsed().as_secs_f64();
+    let cpu = children_cpu() - cpu0;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        anyhow::bail!(
+            "{what} failed ({}): {}",
+            out.status,
+            err.lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("no message")
+        );
+    }
+    Ok(Timing { wall, cpu })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_even_and_empty() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(Vec::new()), 0.0);
+    }
+}

@@ -1,0 +1,141 @@
+//! Arguments of `pgcompress archive ...`.
+
+use clap::{Args, Subcommand};
+use codec::Spec;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+/// `pgcompress archive --help`: repositories, settings and their precedence, the config file.
+pub const ARCHIVE_HELP: &str = "Repositories:\n  \
+--repo /backup/wal          a local directory: <name>.pgcz files\n  \
+--repo s3://BUCKET/PREFIX   an S3-compatible bucket: objects PREFIX/<name>.pgcz\n\n\
+Settings, highest precedence first: flag, environment, config file, default.\n  \
+repo       --repo       $PGCOMPRESS_REPO\n  \
+method     --method     $PGCOMPRESS_METHOD                       default zstd:level=3\n  \
+endpoint   --endpoint   $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL  default AWS itself\n  \
+region     --region     $AWS_REGION, $AWS_DEFAULT_REGION         default us-east-1\n\
+The config file is --config FILE or $PGCOMPRESS_CONFIG (TOML; unknown keys are an error; a relative \
+directory in `repo` is relative to the file). S3 credentials come from the environment only: \
+AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN (or web identity or container \
+credentials); archive_command runs with the PostgreSQL server's environment, so set them there. \
+A custom endpoint may be http://.\n\n\
+Example config file, /etc/pgcompress.toml:\n  \
+repo = \"s3://pg-wal/main\"\n  \
+endpoint = \"http://127.0.0.1:9000\"   # an S3-compatible server; omit for AWS\n  \
+region = \"eu-west-1\"\n  \
+method = \"xz:1\"   # the high-ratio setting: smaller than xz -6, about 7x the push CPU of the default\n\n\
+postgresql.conf:\n  \
+archive_command = 'pgcompress archive push --config /etc/pgcompress.toml %p'\n  \
+restore_command = 'pgcompress archive get --config /etc/pgcompress.toml %f %p'\n\n\
+Semantics are the same for both kinds of repository: a name is never overwritten (S3: a \
+conditional PutObject, If-None-Match: *), pushing identical content again succeeds, different \
+content fails; get writes %p only after the hash checks out.";
+
+#[derive(Subcommand, Debug)]
+pub enum ArchiveCommand {
+    /// Archive one file (use as archive_command).
+    #[command(
+        after_help = "Packs the file into a self-describing container (WAL segments: valid WAL \
+compressed, the zero tail after a switch or past the insert point stored as a length), decodes it again \
+and compares it with the original, then publishes it durably (directory: temp file, fsync, link, fsync directory; \
+S3: one conditional PutObject that fails if the name exists). Pushing a \
+name that is already archived with the same content succeeds; with different content it fails and \
+overwrites nothing.\n\n\
+postgresql.conf:\n  archive_mode = on\n  archive_command = 'pgcompress archive push --repo /backup/wal %p'\n  \
+(or --repo s3://pg-wal/main, or --config FILE: see `pgcompress archive --help`)\n\n\
+Exit status: 0 archived (or already archived, identical); 1 failure (nothing published); 2 bad usage."
+    )]
+    Push(PushArgs),
+    /// Restore one file (use as restore_command).
+    #[command(
+        after_help = "Decodes the archived file, writes it next to PATH while hashing it, \
+and renames it to PATH only if the hash matches the original's: XXH3-128, which containers record \
+beside the SHA-256 since format 6 (BLAKE3 in format 5, SHA-256 before). PATH appears only complete \
+and checked. `archive verify` checks the SHA-256 as well.\n\n\
+It is not fsynced unless --fsync is given: PostgreSQL fsyncs a restored segment itself when it \
+keeps it, and after a crash asks restore_command again (pgBackRest's archive-get does the same). \
+Use --fsync when PATH is not for PostgreSQL's recovery.\n\n\
+postgresql.conf (or recovery settings):\n  restore_command = 'pgcompress archive get --repo /backup/wal %f %p'\n\n\
+Exit status: 0 restored; 1 not in the archive (silently, as PostgreSQL expects); 200 the repository is missing, \
+unreachable or misconfigured, or the file is archived but damaged or unreadable (one line on stderr; above 125, so PostgreSQL aborts recovery instead of taking \
+it for the end of the archive); 2 bad usage."
+    )]
+    Get(GetArgs),
+    /// List the archived files with their sizes and ratios.
+    List(ListArgs),
+    /// Totals and per-file ratios of a repository.
+    Info(ListArgs),
+    /// Decode every archived file and check every checksum and hash.
+    #[command(
+        after_help = "Exit status: 0 every file decodes to its recorded SHA-256 (and XXH3-128 or BLAKE3); 1 a file is \
+damaged (each bad file named on stderr, first one first); 2 bad usage."
+    )]
+    Verify(RepoArgs),
+}
+
+/// Where the repository is and how to reach it.
+#[derive(Args, Debug)]
+pub struct RepoArgs {
+    /// Repository: a directory, or s3://BUCKET/PREFIX (default: $PGCOMPRESS_REPO, then `repo`
+    /// in the config file).
+    #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX")]
+    pub repo: Option<std::ffi::OsString>,
+    /// TOML config file (default: $PGCOMPRESS_CONFIG; none if unset).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Custom S3 endpoint such as http://127.0.0.1:9000, for S3-compatible stores
+    /// (default: $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, then `endpoint` in the config file).
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Option<String>,
+    /// S3 region (default: $AWS_REGION, $AWS_DEFAULT_REGION, `region` in the config file,
+    /// then us-east-1).
+    #[arg(long, value_name = "REGION")]
+    pub region: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct PushArgs {
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    /// Compression method for the compressed parts, in PostgreSQL's syntax (default:
+    /// $PGCOMPRESS_METHOD, then `method` in the config file, then zstd:level=3). For the
+    /// smallest archive use xz:1: on 16 MB segments it stores less than `xz -6` in about a
+    /// tenth of its time (docs/BENCHMARKS.md).
+    #[arg(long, value_name = "SPEC", value_parser = parse_spec)]
+    pub method: Option<Spec>,
+    /// Print one line saying what was stored.
+    #[arg(long, short)]
+    pub verbose: bool,
+    /// The file to archive (%p); it is archived under its file name.
+    #[arg(value_name = "PATH")]
+    pub path: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct GetArgs {
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    /// Archived file name (%f).
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// Where to write it (%p).
+    #[arg(value_name = "PATH")]
+    pub path: PathBuf,
+    /// Fsync the restored file and its directory before exiting.
+    #[arg(long)]
+    pub fsync: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Parses a compression method in PostgreSQL's syntax.
+pub fn parse_spec(s: &str) -> Result<Spec, String> {
+    Spec::from_str(s).map_err(|e| e.to_string())
+}

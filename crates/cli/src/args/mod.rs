@@ -1,0 +1,33 @@
+//! Command-line arguments.
+
+pub mod archive;
+pub mod bench;
+pub mod wal;
+
+use clap::{Parser, Subcommand};
+
+/// Cut the bytes PostgreSQL writes and sends, and measure it.
+#[derive(Parser, Debug)]
+#[command(name = "pgcompress", version, about, long_about = None)]
+#[command(
+    after_help = "Examples:\n  pgcompress wal stats $PGDATA/pg_wal\n  pgcompress wal stats --json 000000010000000000000003 000000010000000000000004\n  pgcompress wal verify /archive/wal\n  pgcompress demo"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Read real WAL: statistics and verification.
+    #[command(subcommand)]
+    Wal(wal::WalCommand),
+    /// Benchmarks against the tools DBAs use today, measured in the same run.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+    /// Run a throwaway cluster under each wal_compression setting and compare.
+    Demo(bench::DemoArgs),
+    /// WAL-aware archive_command / restore_command, to a directory or S3-compatible storage.
+    #[command(subcommand, after_help = archive::ARCHIVE_HELP)]
+    Archive(archive::ArchiveCommand),
+}
