@@ -58,7 +58,7 @@ Exit status: 0 archived (or already archived, identical); 1 failure (nothing pub
     #[command(
         after_help = "Decodes the archived file, writes it next to PATH while hashing it, \
 and renames it to PATH only if the hash matches the original's: XXH3-128, which containers record \
-beside the SHA-256 since format 6 (BLAKE3 in format 5, SHA-256 before). PATH appears only complete \
+beside the SHA-256. PATH appears only complete \
 and checked. `archive verify` checks the SHA-256 as well.\n\n\
 It is not fsynced unless --fsync is given: PostgreSQL fsyncs a restored segment itself when it \
 keeps it, and after a crash asks restore_command again (pgBackRest's archive-get does the same). \
@@ -75,7 +75,7 @@ it for the end of the archive); 2 bad usage."
     Info(ListArgs),
     /// Decode every archived file and check every checksum and hash.
     #[command(
-        after_help = "Exit status: 0 every file decodes to its recorded SHA-256 (and XXH3-128 or BLAKE3); 1 a file is \
+        after_help = "Exit status: 0 every file decodes to its recorded SHA-256 and XXH3-128; 1 a file is \
 damaged (each bad file named on stderr, first one first); 2 bad usage."
     )]
     Verify(RepoArgs),
@@ -306,8 +306,7 @@ fn list(a: ListArgs, info: bool) -> anyhow::Result<ExitCode> {
                         "word_coded": p.words,
                     })).collect::<Vec<_>>(),
                     "sha256": h.sha256_hex(),
-                    "xxh3_128": h.xxh3.map(|d| ::archive::container::hex(&d)),
-                    "blake3": h.blake3.map(|d| ::archive::container::hex(&d)),
+                    "xxh3_128": ::archive::container::hex(&h.xxh3),
                 }));
             }
             Err(err) => {
@@ -398,7 +397,7 @@ fn verify(a: RepoArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     println!(
-        "verified {ok} files ({}) in {}: every SHA-256 (and XXH3-128 or BLAKE3) matches",
+        "verified {ok} files ({}) in {}: every SHA-256 and XXH3-128 matches",
         bytes(original),
         repo.location()
     );
