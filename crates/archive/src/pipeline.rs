@@ -33,7 +33,7 @@ pub(crate) fn decode_unhashed(bytes: &[u8]) -> Result<(Header, Vec<u8>), Contain
 /// A consumer of a container's output, piece by piece in order, on a thread of its own.
 pub(crate) type Sink<'s> = &'s mut (dyn FnMut(&[u8]) + Send);
 
-/// Decodes a container without checking the SHA-256 of the result, and hands the output,
+/// Decodes a container without checking the digests of the result, and hands the output,
 /// in order and in pieces, to each of `sinks`, each on a thread of its own; the output is
 /// also returned when `keep` is set (else the returned vector may be empty). For a WAL
 /// records container the pieces go out while the rest of the segment is still being

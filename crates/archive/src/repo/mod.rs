@@ -11,7 +11,7 @@
 //!   server that crashed after archiving but before marking the segment done pushes it again;
 //!   different content, or a damaged existing copy, is an error and nothing is overwritten.
 //! - get rebuilds the file into a temporary file next to the destination while hashing it
-//!   (XXH3-128; BLAKE3 for a container of format 5, the SHA-256 before), and renames it into place
+//!   (XXH3-128), and renames it into place
 //!   only if the hash matches (fsynced only when asked), so the destination appears only
 //!   complete and checked. A name the repository does not hold is [`ArchiveError::NotFound`]
 //!   only once the repository itself is known to be there: a missing directory or bucket is
