@@ -83,9 +83,11 @@ for s in none pglz lz4 lz4:9 zstd zstd:5 zstd:level=19,long zstd:long=20,workers
     i=$((i + 1))
 done
 
-# archive_container: the magic alone, and the magic with a short header
+# archive_container: the magic alone, the magic with a short header (format 1, no flags),
+# and the golden container (a whole WAL records container with streams and a zero tail)
 printf 'PGCZARC\n' | seed archive_container magic
 printf 'PGCZARC\n\x01\x00\x00\x00\x40\x00\x00\x00' | seed archive_container short
+seed archive_container golden-segment <"$root/crates/archive/testdata/golden-segment.pgcz"
 
 # --- run ------------------------------------------------------------------------------
 cd "$fuzz"

@@ -7,7 +7,7 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let _ = archive::container::Header::parse(data);
-    if let Ok((header, out)) = archive::container::decode(data) {
+    if let Ok((header, out)) = archive::decode(data) {
         assert_eq!(out.len() as u64, header.original_size);
     }
 });

@@ -1,19 +1,16 @@
-//! The self-describing container every archived file is stored in (format version 6; versions
-//! 1, which lacks the WAL records transform, 2, which stores each stream in one part, 3,
-//! which has no SHA-256 checkpoint, 4, which has no BLAKE3 digest, and 5, which has a BLAKE3
-//! digest instead of an XXH3-128 one, are still read).
+//! The self-describing container every archived file is stored in (format version 1).
 //!
 //! All integers are little-endian. A container is a header followed by a payload:
 //!
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 8 | magic `PGCZARC` + `\n` ([`MAGIC`]) |
-//! | 8 | 2 | format version, 6 ([`FORMAT_VERSION`]; 1 to 5 are read too) |
-//! | 10 | 2 | flags: [`FLAG_CHECKPOINT`] (version 4 and later), [`FLAG_BLAKE3`] (version 5 and later), [`FLAG_XXH3`] (version 6 and later); readers reject unknown bits |
+//! | 8 | 2 | format version, 1 ([`FORMAT_VERSION`]); readers refuse any other |
+//! | 10 | 2 | flags, 0; readers refuse any bit set |
 //! | 12 | 4 | header length `H`: bytes from offset 0 to the end of the header checksum |
 //! | 16 | 8 | original size |
 //! | 24 | 32 | SHA-256 of the original |
-//! | 56 | 1 | transform: 0 plain, 1 WAL, 2 WAL records (version 2 and later) ([`Transform`]) |
+//! | 56 | 1 | transform: 0 plain, 1 WAL, 2 WAL records ([`Transform`]) |
 //! | 57 | 1 | part count `n` (0..=16) |
 //! | 58 | 2 | name length (1..=1024) |
 //! | 60 | 2 | method spec length (1..=256) |
@@ -22,10 +19,8 @@
 //! | | | method specification, PostgreSQL syntax (`zstd:level=5`) |
 //! | | 24 | WAL transforms only: `xlp_magic` u16, reserved u16, `xlp_tli` u32, `xlp_pageaddr` u64, valid length u64 |
 //! | | 24 | WAL records transform only: first `xl_prev` u64, records u64, lead length u64 ([`SplitInfo`]) |
-//! | | 40 | [`FLAG_CHECKPOINT`] only: offset u64, SHA-256 state after that many bytes of the original ([`crate::sha::Checkpoint`]) |
-//! | | 32 | [`FLAG_BLAKE3`] only: BLAKE3 (256-bit) of the original |
-//! | | 16 | [`FLAG_XXH3`] only: XXH3-128 of the original, big-endian (the canonical form `xxhsum -H2` prints) |
-//! | | 24 × n | parts: kind u8, role u8, filter u8 (0 none, 1 word-coded, streams of version 2 and later only), reserved u8, CRC-32C of the stored bytes u32, raw length u64, stored length u64 |
+//! | | 16 | XXH3-128 of the original, big-endian (the canonical form `xxhsum -H2` prints) |
+//! | | 24 × n | parts: kind u8, role u8, filter u8 (0 none, 1 word-coded, streams only), reserved u8, CRC-32C of the stored bytes u32, raw length u64, stored length u64 |
 //! | H − 4 | 4 | CRC-32C of bytes 0..H−4 |
 //!
 //! The payload is the parts' stored bytes, in order, and nothing else: a container is exactly
@@ -36,40 +31,36 @@
 //! roles (0 whole file, 1 valid WAL, 2 stale bytes after the end of WAL, 3 zero tail) are
 //! informational. WAL records transform: parts with roles 4 to 12 are the streams of
 //! [`crate::walsplit`] (role 4 + the stream's index, in stream order, an absent one empty),
-//! which [`crate::walsplit::join`] turns back into the first `valid length` bytes. From
-//! version 3 a stream may be stored in several consecutive parts, each compressed (and
-//! word-coded) on its own, whose raw bytes concatenate to the stream, so that two threads
-//! can compress and decompress one large stream; version 2 stores each stream at most once.
-//! Optional stale bytes (role 2) and an optional zero tail (role 3) follow.
+//! which [`crate::walsplit::join`] turns back into the first `valid length` bytes. A stream
+//! may be stored in several consecutive parts, each compressed (and word-coded) on its own,
+//! whose raw bytes concatenate to the stream, so that two threads can compress and
+//! decompress one large stream. Optional stale bytes (role 2) and an optional zero tail
+//! (role 3) follow.
 //!
-//! Version 6 writers record the XXH3-128 digest of the original beside its SHA-256 (version 5
-//! writers recorded a BLAKE3 digest instead, version 4 writers a SHA-256 checkpoint). `get`
-//! checks the XXH3-128 digest of what it rebuilt, at about 15 GB/s against BLAKE3's 4 and
-//! SHA-256's 1.1 on one core here; `verify` and [`decode`] check every digest the header
-//! records, the SHA-256 always. XXH3 is not a cryptographic hash: it is there to catch a
-//! rebuild that went wrong or bytes damaged past the per-part CRC-32C, for which 128 bits
-//! leave a chance of 2^-128 of a miss. Against someone who can write to the repository no
-//! digest in the header helps, since they can rewrite the header too; the SHA-256 remains
-//! the file's identity.
+//! `get` checks the XXH3-128 digest of what it rebuilt, at about 15 GB/s against SHA-256's
+//! 1.1 on one core here; `verify` and [`crate::pipeline::decode`] check both digests. XXH3 is not a
+//! cryptographic hash: it is there to catch a rebuild that went wrong or bytes damaged past
+//! the per-part CRC-32C, for which 128 bits leave a chance of 2^-128 of a miss. Against
+//! someone who can write to the repository no digest in the header helps, since they can
+//! rewrite the header too; the SHA-256 remains the file's identity.
 //!
-//! Parsing is sans-IO ([`Header::parse`], [`decode`]): every length is checked against the bytes
-//! present and a hard cap before anything is allocated, and decompression is capped at the
-//! declared raw length.
+//! This module is the byte format only and sans-IO ([`Header::parse`], [`check_hashes`]): every
+//! length is checked against the bytes present and a hard cap before anything is allocated,
+//! and decompression is capped at the declared raw length. The threaded decoder that feeds
+//! `get` is [`crate::pipeline`].
 
 use std::str::FromStr;
 
-use codec::Spec;
+use codec::{Cursor, ShortRead, Spec};
+use sha2::{Digest, Sha256};
 
 use crate::error::ContainerError;
-use crate::sha::Checkpoint;
-use crate::walsplit::{Piece, Source, SplitInfo, Stream, STREAMS};
+use crate::walsplit::{SplitInfo, Stream};
 
 /// The first eight bytes of every container.
 pub const MAGIC: [u8; 8] = *b"PGCZARC\n";
-/// The format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 6;
-/// The oldest format version this build reads.
-pub const OLDEST_READABLE_VERSION: u16 = 1;
+/// The format version this build writes and reads, and the only one.
+pub const FORMAT_VERSION: u16 = 1;
 /// Size of the fixed part of the header.
 pub const FIXED_LEN: usize = 64;
 /// Size of one part entry.
@@ -78,16 +69,6 @@ pub const PART_LEN: usize = 24;
 pub const WAL_INFO_LEN: usize = 24;
 /// Size of the extra description of the WAL records transform.
 pub const SPLIT_INFO_LEN: usize = 24;
-/// Flag (version 4 and later): the header holds a SHA-256 checkpoint ([`Checkpoint`]).
-pub const FLAG_CHECKPOINT: u16 = 1;
-/// Size of a SHA-256 checkpoint: offset u64, state 32 bytes.
-pub const CHECKPOINT_LEN: usize = 40;
-/// Flag (version 5 and later): the header holds the BLAKE3 digest of the original.
-pub const FLAG_BLAKE3: u16 = 2;
-/// Size of a BLAKE3 digest.
-pub const BLAKE3_LEN: usize = 32;
-/// Flag (version 6 and later): the header holds the XXH3-128 digest of the original.
-pub const FLAG_XXH3: u16 = 4;
 /// Size of an XXH3-128 digest.
 pub const XXH3_LEN: usize = 16;
 /// Largest header accepted.
@@ -250,7 +231,7 @@ pub struct Header {
     pub name: String,
     /// The original size in bytes.
     pub original_size: u64,
-    /// SHA-256 of the original.
+    /// SHA-256 of the original: its identity, checked by `verify` and [`crate::pipeline::decode`].
     pub sha256: [u8; 32],
     /// The method the compressed parts use.
     pub spec: Spec,
@@ -258,29 +239,18 @@ pub struct Header {
     pub transform: Transform,
     /// The parts, in order.
     pub parts: Vec<Part>,
-    /// The SHA-256 state partway through the original, so that its hash can be checked on
-    /// two threads (version 4 and later, files of [`crate::sha::CHECKPOINT_MIN_SIZE`] bytes
-    /// and more).
-    pub checkpoint: Option<Checkpoint>,
-    /// BLAKE3 of the original (what version 5 writers record), what `get` checks when
-    /// there is no XXH3-128 digest.
-    pub blake3: Option<[u8; 32]>,
-    /// XXH3-128 of the original, big-endian (what version 6 writers record), what `get`
-    /// checks.
-    pub xxh3: Option<[u8; 16]>,
+    /// XXH3-128 of the original, big-endian: what `get` checks.
+    pub xxh3: [u8; XXH3_LEN],
 }
 
 impl Header {
     /// Bytes the header occupies once encoded.
     pub fn encoded_len(&self) -> usize {
-        let wal = self.transform.info_len();
         FIXED_LEN
             + self.name.len()
             + self.spec.to_string().len()
-            + wal
-            + self.checkpoint.map_or(0, |_| CHECKPOINT_LEN)
-            + self.blake3.map_or(0, |_| BLAKE3_LEN)
-            + self.xxh3.map_or(0, |_| XXH3_LEN)
+            + self.transform.info_len()
+            + XXH3_LEN
             + PART_LEN * self.parts.len()
             + 4
     }
@@ -307,16 +277,7 @@ impl Header {
         let mut b = Vec::with_capacity(len);
         b.extend_from_slice(&MAGIC);
         b.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-        let flags = if self.checkpoint.is_some() {
-            FLAG_CHECKPOINT
-        } else {
-            0
-        } | if self.blake3.is_some() {
-            FLAG_BLAKE3
-        } else {
-            0
-        } | if self.xxh3.is_some() { FLAG_XXH3 } else { 0 };
-        b.extend_from_slice(&flags.to_le_bytes());
+        b.extend_from_slice(&0u16.to_le_bytes());
         b.extend_from_slice(&(len as u32).to_le_bytes());
         b.extend_from_slice(&self.original_size.to_le_bytes());
         b.extend_from_slice(&self.sha256);
@@ -339,16 +300,7 @@ impl Header {
             b.extend_from_slice(&s.records.to_le_bytes());
             b.extend_from_slice(&s.lead_len.to_le_bytes());
         }
-        if let Some(c) = &self.checkpoint {
-            b.extend_from_slice(&c.offset.to_le_bytes());
-            b.extend_from_slice(&c.state);
-        }
-        if let Some(d) = &self.blake3 {
-            b.extend_from_slice(d);
-        }
-        if let Some(d) = &self.xxh3 {
-            b.extend_from_slice(d);
-        }
+        b.extend_from_slice(&self.xxh3);
         for p in &self.parts {
             b.push(match p.kind {
                 PartKind::Compressed => KIND_COMPRESSED,
@@ -375,24 +327,19 @@ impl Header {
             }
             return Ok(None);
         }
-        if buf[..8] != MAGIC {
+        let mut c = Cursor::new(buf);
+        if c.array::<8>()? != MAGIC {
             return Err(ContainerError::BadMagic);
         }
-        let version = u16_at(buf, 8);
-        if !(OLDEST_READABLE_VERSION..=FORMAT_VERSION).contains(&version) {
+        let version = c.u16_le()?;
+        if version != FORMAT_VERSION {
             return Err(ContainerError::UnsupportedVersion(version));
         }
-        let flags = u16_at(buf, 10);
-        let known = match version {
-            6.. => FLAG_CHECKPOINT | FLAG_BLAKE3 | FLAG_XXH3,
-            5 => FLAG_CHECKPOINT | FLAG_BLAKE3,
-            4 => FLAG_CHECKPOINT,
-            _ => 0,
-        };
-        if flags & !known != 0 {
+        let flags = c.u16_le()?;
+        if flags != 0 {
             return Err(ContainerError::UnknownFlags(flags));
         }
-        let hlen = u32_at(buf, 12);
+        let hlen = c.u32_le()?;
         let min = (FIXED_LEN + 4) as u32;
         if hlen < min || hlen as usize > MAX_HEADER_LEN {
             return Err(ContainerError::HeaderLength {
@@ -405,32 +352,33 @@ impl Header {
         if buf.len() < hlen {
             return Ok(None);
         }
-        let h = &buf[..hlen];
-        let stored = u32_at(h, hlen - 4);
-        let computed = crc32c::crc32c(&h[..hlen - 4]);
+        let (h, stored) = buf[..hlen].split_at(hlen - 4);
+        let stored = Cursor::new(stored).u32_le()?;
+        let computed = crc32c::crc32c(h);
         if stored != computed {
             return Err(ContainerError::HeaderChecksum { stored, computed });
         }
-        Header::parse_checked(h, version, flags).map(|hd| Some((hd, hlen)))
+        Header::parse_checked(h).map(|hd| Some((hd, hlen)))
     }
 
-    /// Interprets a header whose checksum is correct.
-    fn parse_checked(h: &[u8], version: u16, flags: u16) -> Result<Header, ContainerError> {
+    /// Interprets a header (without its checksum) whose checksum is correct and whose
+    /// magic, version and flags were checked.
+    fn parse_checked(h: &[u8]) -> Result<Header, ContainerError> {
         let field = |field: &'static str, detail: String| ContainerError::Field { field, detail };
-        let original_size = u64_at(h, 16);
+        let mut c = Cursor::at(h, 16);
+        let original_size = c.u64_le()?;
         if original_size > MAX_ORIGINAL_SIZE {
             return Err(field(
                 "original size",
                 format!("{original_size} is above the {MAX_ORIGINAL_SIZE}-byte limit"),
             ));
         }
-        let mut sha256 = [0u8; 32];
-        sha256.copy_from_slice(&h[24..56]);
-        let transform_code = h[56];
-        let nparts = h[57] as usize;
-        let name_len = u16_at(h, 58) as usize;
-        let spec_len = u16_at(h, 60) as usize;
-        if u16_at(h, 62) != 0 {
+        let sha256 = c.array::<32>()?;
+        let transform_code = c.u8()?;
+        let nparts = usize::from(c.u8()?);
+        let name_len = usize::from(c.u16_le()?);
+        let spec_len = usize::from(c.u16_le()?);
+        if c.u16_le()? != 0 {
             return Err(field("reserved", "not zero".into()));
         }
         if nparts > MAX_PARTS {
@@ -451,54 +399,34 @@ impl Header {
                 format!("{spec_len} is not in 1..={MAX_SPEC_LEN}"),
             ));
         }
-        let wal_len = match (transform_code, version) {
-            (0, _) => 0,
-            (1, _) => WAL_INFO_LEN,
-            (2, 2..) => WAL_INFO_LEN + SPLIT_INFO_LEN,
-            (t, _) => return Err(field("transform", format!("unknown code {t}"))),
+        let wal_len = match transform_code {
+            0 => 0,
+            1 => WAL_INFO_LEN,
+            2 => WAL_INFO_LEN + SPLIT_INFO_LEN,
+            t => return Err(field("transform", format!("unknown code {t}"))),
         };
-        let checkpoint_len = if flags & FLAG_CHECKPOINT != 0 {
-            CHECKPOINT_LEN
-        } else {
-            0
-        };
-        let blake3_len = if flags & FLAG_BLAKE3 != 0 {
-            BLAKE3_LEN
-        } else {
-            0
-        };
-        let xxh3_len = if flags & FLAG_XXH3 != 0 { XXH3_LEN } else { 0 };
-        let expect = FIXED_LEN
-            + name_len
-            + spec_len
-            + wal_len
-            + checkpoint_len
-            + blake3_len
-            + xxh3_len
-            + PART_LEN * nparts
-            + 4;
+        let expect = FIXED_LEN + name_len + spec_len + wal_len + XXH3_LEN + PART_LEN * nparts;
         if expect != h.len() {
             return Err(field(
                 "header length",
-                format!("{} does not match the fields ({expect})", h.len()),
+                format!("{} does not match the fields ({})", h.len() + 4, expect + 4),
             ));
         }
-        let mut at = FIXED_LEN;
-        let name = std::str::from_utf8(&h[at..at + name_len])
+        let name = std::str::from_utf8(c.take(name_len)?)
             .map_err(|_| field("name", "not UTF-8".into()))?
             .to_owned();
         check_name(&name).map_err(|reason| field("name", format!("{name:?}: {reason}")))?;
-        at += name_len;
-        let spec_text = std::str::from_utf8(&h[at..at + spec_len])
+        let spec_text = std::str::from_utf8(c.take(spec_len)?)
             .map_err(|_| field("method", "not UTF-8".into()))?;
         let spec = Spec::from_str(spec_text).map_err(|e| field("method", e.to_string()))?;
-        at += spec_len;
         let transform = if wal_len > 0 {
+            let magic = c.u16_le()?;
+            c.skip(2)?;
             let w = WalInfo {
-                magic: u16_at(h, at),
-                tli: u32_at(h, at + 4),
-                pageaddr: u64_at(h, at + 8),
-                valid_len: u64_at(h, at + 16),
+                magic,
+                tli: c.u32_le()?,
+                pageaddr: c.u64_le()?,
+                valid_len: c.u64_le()?,
             };
             if w.valid_len > original_size {
                 return Err(field(
@@ -506,14 +434,12 @@ impl Header {
                     format!("{} is above the size", w.valid_len),
                 ));
             }
-            at += WAL_INFO_LEN;
             if transform_code == 2 {
                 let s = SplitInfo {
-                    first_prev: u64_at(h, at),
-                    records: u64_at(h, at + 8),
-                    lead_len: u64_at(h, at + 16),
+                    first_prev: c.u64_le()?,
+                    records: c.u64_le()?,
+                    lead_len: c.u64_le()?,
                 };
-                at += SPLIT_INFO_LEN;
                 Transform::WalRecords(w, s)
             } else {
                 Transform::Wal(w)
@@ -521,49 +447,19 @@ impl Header {
         } else {
             Transform::Plain
         };
-        let checkpoint = if checkpoint_len > 0 {
-            let offset = u64_at(h, at);
-            if offset % 64 != 0 || offset > original_size {
-                return Err(field(
-                    "SHA-256 checkpoint",
-                    format!("offset {offset} is not a multiple of 64 within the size"),
-                ));
-            }
-            let mut state = [0u8; 32];
-            state.copy_from_slice(&h[at + 8..at + CHECKPOINT_LEN]);
-            at += CHECKPOINT_LEN;
-            Some(Checkpoint { offset, state })
-        } else {
-            None
-        };
-        let blake3 = if blake3_len > 0 {
-            let mut d = [0u8; 32];
-            d.copy_from_slice(&h[at..at + BLAKE3_LEN]);
-            at += BLAKE3_LEN;
-            Some(d)
-        } else {
-            None
-        };
-        let xxh3 = if xxh3_len > 0 {
-            let mut d = [0u8; XXH3_LEN];
-            d.copy_from_slice(&h[at..at + XXH3_LEN]);
-            at += XXH3_LEN;
-            Some(d)
-        } else {
-            None
-        };
+        let xxh3 = c.array::<XXH3_LEN>()?;
         let mut parts = Vec::with_capacity(nparts);
         let mut total: u64 = 0;
         for i in 0..nparts {
-            let e = &h[at..at + PART_LEN];
-            let kind = match e[0] {
+            let kind = match c.u8()? {
                 KIND_COMPRESSED => PartKind::Compressed,
                 KIND_ZEROS => PartKind::Zeros,
                 k => return Err(field("part kind", format!("part {i}: unknown kind {k}"))),
             };
-            let role = Role::from_code(e[1])
-                .ok_or_else(|| field("part role", format!("part {i}: unknown role {}", e[1])))?;
-            let words = match (e[2], role) {
+            let role_code = c.u8()?;
+            let role = Role::from_code(role_code)
+                .ok_or_else(|| field("part role", format!("part {i}: unknown role {role_code}")))?;
+            let words = match (c.u8()?, role) {
                 (0, _) => false,
                 (1, Role::WalStream(_)) if kind == PartKind::Compressed => true,
                 (f, _) => {
@@ -573,15 +469,15 @@ impl Header {
                     ))
                 }
             };
-            if e[3] != 0 {
+            if c.u8()? != 0 {
                 return Err(field("part", format!("part {i}: reserved byte not zero")));
             }
             let p = Part {
                 kind,
                 role,
-                crc32c: u32_at(e, 4),
-                raw_len: u64_at(e, 8),
-                stored_len: u64_at(e, 16),
+                crc32c: c.u32_le()?,
+                raw_len: c.u64_le()?,
+                stored_len: c.u64_le()?,
                 words,
             };
             let bound = match kind {
@@ -602,9 +498,8 @@ impl Header {
             }
             total = total.saturating_add(p.raw_len);
             parts.push(p);
-            at += PART_LEN;
         }
-        check_roles(&transform, &parts, total, original_size, version)?;
+        check_roles(&transform, &parts, total, original_size)?;
         Ok(Header {
             name,
             original_size,
@@ -612,23 +507,26 @@ impl Header {
             spec,
             transform,
             parts,
-            checkpoint,
-            blake3,
             xxh3,
         })
     }
 }
 
+impl From<ShortRead> for ContainerError {
+    fn from(source: ShortRead) -> Self {
+        ContainerError::HeaderShort { source }
+    }
+}
+
 /// Checks that the parts fit the transform: for plain and WAL, raw lengths that add up to the
-/// original size; for WAL records, streams in order (each in one part before version 3,
-/// in consecutive parts from version 3), no more stream bytes than the prefix they rebuild,
-/// then stale bytes and a zero tail that make up the rest.
+/// original size; for WAL records, streams in order (each in one or more consecutive parts),
+/// no more stream bytes than the prefix they rebuild, then stale bytes and a zero tail that
+/// make up the rest.
 fn check_roles(
     transform: &Transform,
     parts: &[Part],
     total: u64,
     original_size: u64,
-    version: u16,
 ) -> Result<(), ContainerError> {
     let field = |detail: String| ContainerError::Field {
         field: "parts",
@@ -650,7 +548,6 @@ fn check_roles(
         return Ok(());
     };
     // Streams in order, then at most one stale part, then at most one zero tail.
-    let repeats = version >= 3;
     let mut next_stream = 0usize;
     let mut stream_bytes = 0u64;
     let mut stage = 0;
@@ -658,9 +555,7 @@ fn check_roles(
     for (i, p) in parts.iter().enumerate() {
         match (p.role, p.kind) {
             (Role::WalStream(s), PartKind::Compressed)
-                if stage == 0
-                    && (s as usize >= next_stream
-                        || (repeats && s as usize + 1 == next_stream)) =>
+                if stage == 0 && s as usize + 1 >= next_stream =>
             {
                 next_stream = s as usize + 1;
                 stream_bytes = stream_bytes.saturating_add(p.raw_len);
@@ -717,43 +612,11 @@ pub fn check_name(name: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// Most bytes [`decode`] reserves before any part has been decoded.
-const RESERVE_CAP: usize = 64 << 20;
-
-/// Decodes a whole container: checks the header, every part's checksum and length, and the
-/// SHA-256 of the result. Output is capped at the header's original size (at most
-/// [`MAX_ORIGINAL_SIZE`]).
-pub fn decode(bytes: &[u8]) -> Result<(Header, Vec<u8>), ContainerError> {
-    let (header, out) = decode_unhashed(bytes)?;
-    check_hash(&header, &out)?;
-    Ok((header, out))
-}
-
-/// Checks the SHA-256 of `out` against the header's, the checkpoint if there is one, and the
-/// BLAKE3 and XXH3-128 digests if there are.
-fn check_hash(header: &Header, out: &[u8]) -> Result<(), ContainerError> {
-    if let Some(expected) = &header.xxh3 {
-        check_digest("XXH3-128", expected, &xxh3(out))?;
-    }
-    if let Some(expected) = &header.blake3 {
-        check_digest("BLAKE3", expected, blake3::hash(out).as_bytes())?;
-    }
-    let mut chain = crate::sha::Chain::new();
-    if let Some(cp) = &header.checkpoint {
-        let first = &out[..(cp.offset as usize).min(out.len())];
-        chain.update(first);
-        let reached = chain.checkpoint();
-        if reached.as_ref().map(|c| c.state) != Some(cp.state) || first.len() as u64 != cp.offset {
-            return Err(ContainerError::HashMismatch {
-                expected: format!("checkpoint {} at byte {}", hex(&cp.state), cp.offset),
-                actual: reached.map_or_else(|| "no checkpoint".into(), |c| hex(&c.state)),
-            });
-        }
-        chain.update(&out[first.len()..]);
-    } else {
-        chain.update(out);
-    }
-    let actual = chain.finalize();
+/// Checks the digests of `out`, the bytes a container rebuilt, against its header's: the
+/// XXH3-128 and the SHA-256.
+pub fn check_hashes(header: &Header, out: &[u8]) -> Result<(), ContainerError> {
+    check_digest("XXH3-128", &header.xxh3, &xxh3(out))?;
+    let actual: [u8; 32] = Sha256::digest(out).into();
     if actual != header.sha256 {
         return Err(ContainerError::HashMismatch {
             expected: hex(&header.sha256),
@@ -763,8 +626,7 @@ fn check_hash(header: &Header, out: &[u8]) -> Result<(), ContainerError> {
     Ok(())
 }
 
-/// An error unless `actual`, the `digest` (XXH3-128 or BLAKE3) of the rebuilt file, is
-/// `expected`.
+/// An error unless `actual`, the `digest` (XXH3-128) of the rebuilt file, is `expected`.
 pub(crate) fn check_digest(
     digest: &'static str,
     expected: &[u8],
@@ -785,462 +647,6 @@ pub fn xxh3(data: &[u8]) -> [u8; XXH3_LEN] {
     twox_hash::XxHash3_128::oneshot(data).to_be_bytes()
 }
 
-/// [`decode`] without the final SHA-256 check, for a caller that compares the result with
-/// the original bytes instead (the push-time self-check, which hashed those bytes itself).
-pub(crate) fn decode_unhashed(bytes: &[u8]) -> Result<(Header, Vec<u8>), ContainerError> {
-    decode_with(bytes, &mut [], true)
-}
-
-/// A consumer of a container's output, piece by piece in order, on a thread of its own.
-pub(crate) type Sink<'s> = &'s mut (dyn FnMut(&[u8]) + Send);
-
-/// Decodes a container without checking the SHA-256 of the result, and hands the output,
-/// in order and in pieces, to each of `sinks`, each on a thread of its own; the output is
-/// also returned when `keep` is set (else the returned vector may be empty). For a WAL
-/// records container the pieces go out while the rest of the segment is still being
-/// rebuilt, so that hashing and writing it overlap the rebuilding, and their memory is used
-/// again once every sink is done with them. When an error is returned, the sinks may have
-/// seen part of the output.
-pub(crate) fn decode_with(
-    bytes: &[u8],
-    sinks: &mut [Sink<'_>],
-    keep: bool,
-) -> Result<(Header, Vec<u8>), ContainerError> {
-    let Decompressed {
-        header,
-        parts: mut decoded,
-        whole,
-        feeds,
-    } = decompress_parts(bytes)?;
-    if let Transform::WalRecords(w, s) = &header.transform {
-        let mut streams = whole;
-        for (p, raw) in header.parts.iter().zip(decoded.iter_mut()) {
-            if let Role::WalStream(st) = p.role {
-                let stream = &mut streams[st as usize];
-                if stream.is_empty() {
-                    *stream = std::mem::take(raw);
-                } else {
-                    stream.extend_from_slice(raw);
-                }
-            }
-        }
-        let after: Vec<(&Part, Vec<u8>)> = header
-            .parts
-            .iter()
-            .zip(decoded)
-            .filter(|(p, _)| !matches!(p.role, Role::WalStream(_)))
-            .collect();
-        let mut out = if keep {
-            Vec::with_capacity((header.original_size as usize).min(RESERVE_CAP))
-        } else {
-            Vec::new()
-        };
-        std::thread::scope(|scope| {
-            // Each sink's thread says when it is done with a piece, so that the joiner can
-            // use that memory again.
-            let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-            let mut senders = Vec::with_capacity(sinks.len());
-            for sink in sinks.iter_mut() {
-                let (tx, rx) = std::sync::mpsc::channel::<Piece>();
-                senders.push(tx);
-                let done = done_tx.clone();
-                scope.spawn(move || {
-                    for piece in rx {
-                        sink(&piece);
-                        drop(piece);
-                        let _ = done.send(());
-                    }
-                });
-            }
-            drop(done_tx);
-            let mut send = |piece: Piece| {
-                if keep {
-                    out.extend_from_slice(&piece);
-                }
-                for tx in &senders {
-                    let _ = tx.send(piece.clone());
-                }
-            };
-            // The largest fed stream (a segment of pgbench WAL is mostly page images) is
-            // decompressed on a thread of its own, into buffers handed over as they fill;
-            // the other fed streams on this thread as they are read.
-            let method = header.spec.method;
-            let sizes: Vec<usize> = feeds
-                .iter()
-                .map(|p| p.iter().map(|p| p.len).sum())
-                .collect();
-            let helped = (0..STREAMS)
-                .filter(|&st| sizes[st] >= HELPED_MIN)
-                .max_by_key(|&st| sizes[st]);
-            let mut feeds = feeds.into_iter();
-            let sources = std::array::from_fn(|st| {
-                let parts = feeds.next().unwrap_or_default();
-                if parts.is_empty() {
-                    Source::Bytes(&streams[st])
-                } else if helped == Some(st) {
-                    Source::Feed(Box::new(helped_stream(scope, method, parts)), sizes[st])
-                } else {
-                    Source::Feed(Box::new(FedStream::new(method, parts)), sizes[st])
-                }
-            });
-            crate::walsplit::join_sources(w.pageaddr, w.valid_len, s, sources, &mut send, || {
-                done_rx.recv().is_ok()
-            })
-            .map_err(|detail| ContainerError::Rebuild { detail })?;
-            drop(streams);
-            // Stale bytes and zeros after the prefix; their lengths add up to the original
-            // size (checked with the header).
-            let mut zeros: Option<Piece> = None;
-            for (p, raw) in after {
-                match p.kind {
-                    PartKind::Compressed => send(Piece::from_vec(raw)),
-                    PartKind::Zeros => {
-                        let zeros =
-                            zeros.get_or_insert_with(|| Piece::from_vec(vec![0; ZEROS_PIECE]));
-                        let mut left = p.raw_len as usize;
-                        while left > 0 {
-                            let piece = zeros.prefix(left);
-                            left -= piece.len();
-                            send(piece);
-                        }
-                    }
-                }
-            }
-            Ok::<_, ContainerError>(())
-        })?;
-        return Ok((header, out));
-    }
-    let out = if let ([p], [raw]) = (header.parts.as_slice(), decoded.as_mut_slice()) {
-        if p.kind == PartKind::Compressed {
-            std::mem::take(raw)
-        } else {
-            vec![0; p.raw_len as usize]
-        }
-    } else {
-        // The claimed size is checked against the parts' lengths (with the header); reserve
-        // only a bounded amount up front all the same.
-        let mut out = Vec::with_capacity((header.original_size as usize).min(RESERVE_CAP));
-        for (p, raw) in header.parts.iter().zip(&decoded) {
-            match p.kind {
-                PartKind::Zeros => out.resize(out.len() + p.raw_len as usize, 0),
-                PartKind::Compressed => out.extend_from_slice(raw),
-            }
-        }
-        out
-    };
-    for sink in sinks.iter_mut() {
-        sink(&out);
-    }
-    Ok((header, out))
-}
-
-/// Fed streams of at least this many bytes may be decompressed on a thread of their own.
-const HELPED_MIN: usize = 1 << 20;
-
-/// Bytes a helper thread decompresses into one buffer before handing it over.
-const HELPED_PIECE: usize = 256 << 10;
-
-/// Buffers a helper thread may fill ahead of the reader.
-const HELPED_AHEAD: usize = 4;
-
-/// The error for a fed stream whose `n`-th part (counted from 1) failed.
-fn fed_error(parts: &[FedPart<'_>], n: usize, source: codec::CodecError) -> String {
-    let part = parts[n.clamp(1, parts.len()) - 1];
-    ContainerError::Decompress {
-        index: part.index,
-        offset: part.offset as u64,
-        source,
-    }
-    .to_string()
-}
-
-/// Room left in front of the bytes of each buffer of a fed stream, for the unread end of
-/// the buffer before (a page image at most, for the page image stream).
-const HEADROOM: usize = 64 << 10;
-
-/// A buffer of a fed stream: `HEADROOM` bytes of room, then up to `len` bytes from `feed`
-/// (fewer only at its end); `None` once `feed` has no more.
-fn fill_buffer(
-    feed: &mut codec::PartFeed<'_>,
-    spare: Option<Vec<u8>>,
-    len: usize,
-) -> Result<Option<Vec<u8>>, codec::CodecError> {
-    let mut buf = spare.unwrap_or_default();
-    buf.resize(HEADROOM + len, 0);
-    let n = feed.read(&mut buf[HEADROOM..])?;
-    if n == 0 {
-        return Ok(None);
-    }
-    buf.truncate(HEADROOM + n);
-    Ok(Some(buf))
-}
-
-/// A fed stream decompressed on the reading thread as it is read.
-struct FedStream<'b> {
-    feed: codec::PartFeed<'b>,
-    parts: Vec<FedPart<'b>>,
-    spare: Option<Vec<u8>>,
-    /// Bytes not decompressed yet.
-    left: usize,
-}
-
-impl<'b> FedStream<'b> {
-    fn new(method: codec::Method, parts: Vec<FedPart<'b>>) -> FedStream<'b> {
-        FedStream {
-            feed: codec::PartFeed::new(method, parts.iter().map(|p| (p.stored, p.len)).collect()),
-            left: parts.iter().map(|p| p.len).sum(),
-            parts,
-            spare: None,
-        }
-    }
-}
-
-impl crate::walsplit::Feed for FedStream<'_> {
-    fn next(&mut self) -> Result<Option<(Vec<u8>, usize)>, String> {
-        let len = HELPED_PIECE.min(self.left).max(1);
-        let buf = fill_buffer(&mut self.feed, self.spare.take(), len)
-            .map_err(|source| fed_error(&self.parts, self.feed.parts_started(), source))?;
-        if let Some(b) = &buf {
-            self.left = self.left.saturating_sub(b.len() - HEADROOM);
-        }
-        Ok(buf.map(|b| (b, HEADROOM)))
-    }
-
-    fn recycle(&mut self, buf: Vec<u8>) {
-        self.spare = Some(buf);
-    }
-}
-
-/// A fed stream decompressed on a thread of its own: buffers come full over one channel, at
-/// most [`HELPED_AHEAD`] ahead of the reader, and go back empty over another.
-struct HelpedStream {
-    full: std::sync::mpsc::Receiver<Result<Vec<u8>, String>>,
-    empty: std::sync::mpsc::Sender<Vec<u8>>,
-}
-
-impl crate::walsplit::Feed for HelpedStream {
-    fn next(&mut self) -> Result<Option<(Vec<u8>, usize)>, String> {
-        match self.full.recv() {
-            Ok(buf) => Ok(Some((buf?, HEADROOM))),
-            Err(_) => Ok(None),
-        }
-    }
-
-    fn recycle(&mut self, buf: Vec<u8>) {
-        let _ = self.empty.send(buf);
-    }
-}
-
-/// The reading end of a fed stream decompressed on a thread of its own (spawned in `scope`).
-fn helped_stream<'scope, 'b: 'scope>(
-    scope: &'scope std::thread::Scope<'scope, '_>,
-    method: codec::Method,
-    parts: Vec<FedPart<'b>>,
-) -> HelpedStream {
-    let (full_tx, full) = std::sync::mpsc::sync_channel::<Result<Vec<u8>, String>>(HELPED_AHEAD);
-    let (empty, empty_rx) = std::sync::mpsc::channel::<Vec<u8>>();
-    scope.spawn(move || {
-        let mut feed =
-            codec::PartFeed::new(method, parts.iter().map(|p| (p.stored, p.len)).collect());
-        loop {
-            match fill_buffer(&mut feed, empty_rx.try_recv().ok(), HELPED_PIECE) {
-                Ok(None) => return,
-                Ok(Some(buf)) => {
-                    if full_tx.send(Ok(buf)).is_err() {
-                        return;
-                    }
-                }
-                Err(source) => {
-                    let _ = full_tx.send(Err(fed_error(&parts, feed.parts_started(), source)));
-                    return;
-                }
-            }
-        }
-    });
-    HelpedStream { full, empty }
-}
-
-/// Bytes of zeros handed to sinks at a time for a zero tail.
-const ZEROS_PIECE: usize = 64 << 10;
-
-/// Parses the header, checks the length and every part's checksum, then decompresses (and
-/// word-decodes) the parts on two threads.
-fn decompress_parts(bytes: &[u8]) -> Result<Decompressed<'_>, ContainerError> {
-    let Some((header, hlen)) = Header::parse(bytes)? else {
-        let need = if bytes.len() >= 16 {
-            u64::from(u32_at(bytes, 12))
-        } else {
-            16
-        };
-        return Err(ContainerError::Truncated {
-            need,
-            have: bytes.len() as u64,
-        });
-    };
-    let expected = hlen as u64 + header.payload_len();
-    if expected != bytes.len() as u64 {
-        return Err(ContainerError::Length {
-            expected,
-            actual: bytes.len() as u64,
-        });
-    }
-    // Every part's checksum is checked before anything is decompressed.
-    let mut jobs: Vec<(usize, usize, &Part, &[u8])> = Vec::with_capacity(header.parts.len());
-    let mut off = hlen;
-    for (index, p) in header.parts.iter().enumerate() {
-        let stored = &bytes[off..off + p.stored_len as usize];
-        let computed = crc32c::crc32c(stored);
-        if computed != p.crc32c {
-            return Err(ContainerError::PartChecksum {
-                index,
-                offset: off as u64,
-                stored: p.crc32c,
-                computed,
-            });
-        }
-        jobs.push((index, off, p, stored));
-        off += p.stored_len as usize;
-    }
-    let method = header.spec.method;
-    let word_cap = match &header.transform {
-        Transform::WalRecords(w, _) => w.valid_len as usize,
-        _ => 0,
-    };
-    // Parts decompress on two threads; each output is capped at the part's declared raw
-    // length (and a word-coded stream at the prefix it belongs to).
-    // A stream stored in several parts, none word-coded, is decompressed straight into
-    // its place in one buffer (a fresh zeroed allocation costs nothing until written), so
-    // that the pieces are never copied together afterwards.
-    let mut whole: [Vec<u8>; STREAMS] = Default::default();
-    let mut pieces = [0usize; STREAMS];
-    let mut coded = [false; STREAMS];
-    let mut total = [0usize; STREAMS];
-    for p in &header.parts {
-        if let Role::WalStream(st) = p.role {
-            pieces[st as usize] += 1;
-            coded[st as usize] |= p.words;
-            total[st as usize] += p.raw_len as usize;
-        }
-    }
-    // Streams compressed with zstd and not word-coded are instead decompressed as the
-    // segment is rebuilt, a window at a time: the rebuilt start of the segment goes to the
-    // sinks (the hash) while the rest is still compressed, and no buffer for the whole
-    // stream is needed.
-    let fed: [bool; STREAMS] =
-        std::array::from_fn(|st| pieces[st] > 0 && !coded[st] && method == codec::Method::Zstd);
-    let mut feeds: [Vec<FedPart<'_>>; STREAMS] = Default::default();
-    for st in 0..STREAMS {
-        if pieces[st] > 1 && !coded[st] && !fed[st] {
-            whole[st] = vec![0u8; total[st]];
-        }
-    }
-    let mut free: Vec<&mut [u8]> = whole.iter_mut().map(|w| w.as_mut_slice()).collect();
-    let jobs: Vec<_> = jobs
-        .into_iter()
-        .map(|(index, off, p, stored)| {
-            let dest = match p.role {
-                Role::WalStream(st) if fed[st as usize] => {
-                    feeds[st as usize].push(FedPart {
-                        index,
-                        offset: off,
-                        stored,
-                        len: p.raw_len as usize,
-                    });
-                    Dest::Fed
-                }
-                Role::WalStream(st) if pieces[st as usize] > 1 && !coded[st as usize] => {
-                    let rest = std::mem::take(&mut free[st as usize]);
-                    let (dest, rest) = rest.split_at_mut(p.raw_len as usize);
-                    free[st as usize] = rest;
-                    Dest::Slice(dest)
-                }
-                _ => Dest::Own,
-            };
-            (index, off, p, stored, dest)
-        })
-        .collect();
-    let decoded = crate::lanes::two_lanes(
-        jobs,
-        |&(_, _, p, _, ref dest)| match (p.kind, dest) {
-            (PartKind::Compressed, Dest::Slice(_) | Dest::Own) => p.raw_len as usize,
-            _ => 0,
-        },
-        || {
-            codec::BlockDecompressor::new().map_err(|source| ContainerError::Decompress {
-                index: 0,
-                offset: hlen as u64,
-                source,
-            })
-        },
-        |dec, (index, off, p, stored, dest)| {
-            let failed = |source| ContainerError::Decompress {
-                index,
-                offset: off as u64,
-                source,
-            };
-            if p.kind == PartKind::Zeros {
-                return Ok(Vec::new());
-            }
-            match dest {
-                Dest::Fed => return Ok(Vec::new()),
-                Dest::Slice(dest) => {
-                    dec.decompress_into(method, stored, dest).map_err(failed)?;
-                    return Ok(Vec::new());
-                }
-                Dest::Own => {}
-            }
-            let mut raw = Vec::new();
-            dec.decompress(method, stored, p.raw_len as usize, &mut raw)
-                .map_err(failed)?;
-            if p.words {
-                raw = crate::words::decode(&raw, word_cap).map_err(|detail| {
-                    ContainerError::Rebuild {
-                        detail: format!("part {index}: {detail}"),
-                    }
-                })?;
-            }
-            Ok(raw)
-        },
-    )?;
-    drop(free);
-    Ok(Decompressed {
-        header,
-        parts: decoded,
-        whole,
-        feeds,
-    })
-}
-
-/// Where a part's decompressed bytes go.
-enum Dest<'a> {
-    /// A vector of its own.
-    Own,
-    /// Its place in the buffer of its stream.
-    Slice(&'a mut [u8]),
-    /// Nowhere yet: its stream is decompressed as it is read.
-    Fed,
-}
-
-/// What [`decompress_parts`] returns.
-struct Decompressed<'b> {
-    header: Header,
-    /// One output per part: empty for zeros and for the pieces of a stream in `whole`.
-    parts: Vec<Vec<u8>>,
-    /// Streams stored in several parts and decompressed into one buffer (else empty).
-    whole: [Vec<u8>; STREAMS],
-    /// Streams decompressed as they are read: their parts, still compressed.
-    feeds: [Vec<FedPart<'b>>; STREAMS],
-}
-
-/// A part of a stream that is decompressed as it is read.
-#[derive(Clone, Copy)]
-struct FedPart<'b> {
-    index: usize,
-    offset: usize,
-    stored: &'b [u8],
-    len: usize,
-}
-
 /// Lower-case hex of `bytes`.
 pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
@@ -1249,18 +655,4 @@ pub fn hex(bytes: &[u8]) -> String {
         let _ = write!(s, "{b:02x}");
     }
     s
-}
-
-fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
-}
-
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(a)
 }

@@ -42,6 +42,12 @@ pub enum ContainerError {
         /// CRC-32C computed over the header.
         computed: u32,
     },
+    /// A header field ends past the header's declared length.
+    #[error("header ends early: {source}")]
+    HeaderShort {
+        /// Where the read began and what it needed.
+        source: codec::ShortRead,
+    },
     /// A header field holds a value that cannot be right.
     #[error("invalid header field {field}: {detail}")]
     Field {
@@ -94,10 +100,10 @@ pub enum ContainerError {
         /// Hex SHA-256 of the decoded bytes.
         actual: String,
     },
-    /// The decoded bytes do not have the original's fast digest (XXH3-128 or BLAKE3).
+    /// The decoded bytes do not have the original's XXH3-128 digest.
     #[error("decoded content has {digest} {actual}, expected {expected}")]
     DigestMismatch {
-        /// Which digest: "XXH3-128" or "BLAKE3".
+        /// Which digest: "XXH3-128".
         digest: &'static str,
         /// Hex digest from the header.
         expected: String,

@@ -154,6 +154,48 @@ mod tests {
     }
 
     #[test]
+    fn the_lowest_failing_item_is_reported_whichever_lane_fails_first() {
+        use std::sync::Mutex;
+        use std::time::Duration;
+        // Eight equal items: heaviest first, ties in item order, each to the lane with less
+        // work, so items 0, 2, 4, 6 go to one lane and 1, 3, 5, 7 to the other. Items 3 and
+        // 4 fail, one in each lane; item 3, the lowest, fails last in time (it sleeps), so
+        // a "first failure wins" join would report 4.
+        let items: Vec<(usize, usize)> = (0..8).map(|i| (i, 100_000)).collect();
+        for round in 0..10u64 {
+            let failed_on = Mutex::new(Vec::new());
+            let err = two_lanes(
+                items.clone(),
+                |&(_, w)| w,
+                || Ok::<_, usize>(()),
+                |_, (i, _)| {
+                    if i == 3 {
+                        std::thread::sleep(Duration::from_millis(20 + round));
+                    }
+                    if i == 3 || i == 4 {
+                        failed_on
+                            .lock()
+                            .expect("lock")
+                            .push((i, std::thread::current().id()));
+                        return Err(i);
+                    }
+                    Ok(i)
+                },
+            )
+            .expect_err("items 3 and 4 fail");
+            assert_eq!(err, 3, "round {round}: the lowest failing item is reported");
+            let mut failed = failed_on.into_inner().expect("lock");
+            failed.sort_by_key(|f| f.0);
+            assert_eq!(
+                failed.iter().map(|f| f.0).collect::<Vec<_>>(),
+                [3, 4],
+                "both failing items ran"
+            );
+            assert_ne!(failed[0].1, failed[1].1, "they ran in different lanes");
+        }
+    }
+
+    #[test]
     fn balance_cuts_the_big_input_and_keeps_every_byte_in_order() {
         let big: Vec<u8> = (0..10_000_000u32).map(|i| (i % 251) as u8).collect();
         let small = vec![7u8; 1_000_000];

@@ -1,6 +1,7 @@
 //! WAL-aware, lossless, durable archiving for `archive_command` and `restore_command`.
 //!
-//! [`container`] is the self-describing file format (sans-IO, capped); [`pack`] takes a WAL
+//! [`container`] is the self-describing file format (sans-IO, capped) and [`pipeline`] its
+//! threaded decoder; [`pack`] takes a WAL
 //! segment apart into streams ([`walsplit`]) and stores its zero or stale tail apart,
 //! compresses everything else plainly, and checks every container by decoding it before it
 //! is used; [`repo`] gives a local directory or an S3-compatible bucket the semantics of
@@ -11,14 +12,15 @@ pub mod container;
 pub mod error;
 mod lanes;
 pub mod pack;
+pub mod pipeline;
 pub mod repo;
-pub mod sha;
 pub mod walsplit;
 pub mod words;
 
-pub use container::{decode, Header, Part, PartKind, Role, Transform, WalInfo};
+pub use container::{Header, Part, PartKind, Role, Transform, WalInfo};
 pub use error::{ArchiveError, ContainerError};
 pub use pack::{pack, Packed};
+pub use pipeline::decode;
 pub use repo::{Entry, Location, PushOutcome, Repository, S3Options};
 
 /// The default method. With the WAL records transform, zstd level 3 on the streams is

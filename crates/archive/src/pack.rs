@@ -154,7 +154,7 @@ pub(crate) fn self_check(bytes: &[u8], data: &[u8]) -> Result<(), crate::error::
         same = same && data.get(at..at + piece.len()) == Some(piece);
         at += piece.len();
     };
-    let (header, _) = container::decode_with(bytes, &mut [&mut compare], false)?;
+    let (header, _) = crate::pipeline::decode_with(bytes, &mut [&mut compare], false)?;
     if !same || at != data.len() {
         return Err(crate::error::ContainerError::HashMismatch {
             expected: container::hex(&header.sha256),
@@ -211,9 +211,7 @@ fn build(
         spec: *compressor.spec(),
         transform,
         parts,
-        checkpoint: None,
-        blake3: None,
-        xxh3: Some(hash.xxh3),
+        xxh3: hash.xxh3,
     };
     let mut bytes = header.encode();
     bytes.extend_from_slice(&payload);
@@ -315,9 +313,7 @@ fn build_records(
         spec: *spec,
         transform: Transform::WalRecords(info, split.info),
         parts,
-        checkpoint: None,
-        blake3: None,
-        xxh3: Some(hash.xxh3),
+        xxh3: hash.xxh3,
     };
     let mut bytes = header.encode();
     bytes.extend_from_slice(&payload);

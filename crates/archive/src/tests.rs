@@ -6,7 +6,8 @@ use std::str::FromStr;
 
 use codec::Spec;
 
-use crate::container::{decode, Header, MAGIC};
+use crate::container::{Header, MAGIC};
+use crate::pipeline::decode;
 use crate::{pack, ArchiveError, PushOutcome, Repository, Transform};
 
 fn spec() -> Spec {
@@ -284,21 +285,6 @@ fn a_failed_check_publishes_nothing() {
     );
 }
 
-/// The container at `path` rewritten as format `version` with `edit` applied to its header
-/// (the payload kept, the header checksum computed again).
-fn rewrite_header(path: &std::path::Path, version: u16, edit: impl FnOnce(&mut Header)) {
-    let c = std::fs::read(path).expect("read container");
-    let (mut header, hlen) = Header::parse(&c).expect("parse").expect("whole header");
-    edit(&mut header);
-    let mut out = header.encode();
-    let new_len = out.len();
-    out[8..10].copy_from_slice(&version.to_le_bytes());
-    let crc = crc32c::crc32c(&out[..new_len - 4]);
-    out[new_len - 4..].copy_from_slice(&crc.to_le_bytes());
-    out.extend_from_slice(&c[hlen..]);
-    std::fs::write(path, &out).expect("write container");
-}
-
 /// Checks that `get` restores "big" to `dest` byte for byte, then removes `dest`.
 fn restores(repo: &Repository, dest: &std::path::Path, data: &[u8]) {
     repo.get("big", dest).expect("get");
@@ -353,15 +339,13 @@ fn xxh3_128_is_the_reference_function() {
 #[test]
 fn get_checks_the_xxh3_digest_and_verify_checks_both() {
     let (dir, repo, data, header, path) = pushed_big(5);
-    assert_eq!(header.xxh3, Some(crate::container::xxh3(&data)));
-    assert!(header.blake3.is_none());
-    assert!(header.checkpoint.is_none());
+    assert_eq!(header.xxh3, crate::container::xxh3(&data));
     let dest = dir.path().join("out");
     restores(&repo, &dest, &data);
     // A container whose XXH3-128 digest does not belong to the file (its header checksum
     // made right again) restores nothing, and verify says so too.
     let good = std::fs::read(&path).expect("read container");
-    let bad = flip_in_header(&good, &header.xxh3.expect("digest"));
+    let bad = flip_in_header(&good, &header.xxh3);
     std::fs::write(&path, &bad).expect("write container");
     let err = repo.get("big", &dest).expect_err("a wrong digest fails");
     assert!(err.to_string().contains("XXH3-128"), "{err}");
@@ -377,56 +361,32 @@ fn get_checks_the_xxh3_digest_and_verify_checks_both() {
 }
 
 #[test]
-fn a_format_5_file_is_checked_by_its_blake3_digest() {
-    let (dir, repo, data, _, path) = pushed_big(6);
-    // What a format 5 writer stored: a BLAKE3 digest where format 6 has XXH3-128.
-    let digest = *blake3::hash(&data).as_bytes();
-    rewrite_header(&path, 5, |h| {
-        h.xxh3 = None;
-        h.blake3 = Some(digest);
-    });
-    let dest = dir.path().join("out");
-    restores(&repo, &dest, &data);
-    repo.verify_one("big").expect("verify");
-    let bad = flip_in_header(&std::fs::read(&path).expect("read container"), &digest);
-    std::fs::write(&path, &bad).expect("write container");
-    let err = repo.get("big", &dest).expect_err("a wrong digest fails");
-    assert!(err.to_string().contains("BLAKE3"), "{err}");
-    assert!(!dest.exists());
-    assert!(repo.verify_one("big").is_err());
-    assert!(decode(&bad).is_err());
-    // Format 5 did not know the XXH3-128 flag: a version 5 header that sets it is refused.
-    rewrite_header(&path, 5, |h| h.xxh3 = Some([0; 16]));
-    let err = repo
-        .get("big", &dest)
-        .expect_err("unknown flag in version 5");
-    assert!(err.to_string().contains("flag"), "{err}");
-}
-
-#[test]
-fn a_format_4_file_is_hashed_in_two_halves_and_a_wrong_checkpoint_is_caught() {
-    let (dir, repo, data, _, path) = pushed_big(7);
-    // What a format 4 writer stored: a SHA-256 checkpoint and no BLAKE3 digest.
-    let (_, cp) = crate::sha::digest(&data);
-    let cp = cp.expect("a 6 MB file has a checkpoint");
-    assert_eq!(cp.offset, 3 << 20);
-    rewrite_header(&path, 4, |h| {
-        h.xxh3 = None;
-        h.checkpoint = Some(cp);
-    });
-    let dest = dir.path().join("out");
-    restores(&repo, &dest, &data);
-    // A container whose checkpoint does not belong to the file (its header checksum made
-    // right again) restores nothing, and verify says so too.
-    let c = flip_in_header(&std::fs::read(&path).expect("read container"), &cp.state);
-    std::fs::write(&path, &c).expect("write container");
-    let err = repo
-        .get("big", &dest)
-        .expect_err("a wrong checkpoint fails");
-    assert!(err.to_string().contains("checkpoint"), "{err}");
-    assert!(!dest.exists());
-    assert!(repo.verify_one("big").is_err());
-    assert!(decode(&c).is_err());
+fn only_format_1_is_read() {
+    let (_dir, _, data, _, path) = pushed_big(6);
+    let good = std::fs::read(&path).expect("read container");
+    assert_eq!(&good[8..10], &1u16.to_le_bytes());
+    assert!(decode(&good).expect("decode").1 == data);
+    // Any other version, with the header checksum made right, is refused by name.
+    for version in [0u16, 2, 6, u16::MAX] {
+        let mut c = good.clone();
+        c[8..10].copy_from_slice(&version.to_le_bytes());
+        let hlen = u32::from_le_bytes(c[12..16].try_into().expect("4 bytes")) as usize;
+        let crc = crc32c::crc32c(&c[..hlen - 4]);
+        c[hlen - 4..hlen].copy_from_slice(&crc.to_le_bytes());
+        let err = decode(&c).expect_err("another version");
+        assert!(
+            matches!(err, crate::ContainerError::UnsupportedVersion(v) if v == version),
+            "{err}"
+        );
+        assert!(err.to_string().contains("reads version 1"), "{err}");
+    }
+    // No flag is defined: any bit set is refused.
+    let mut c = good.clone();
+    c[10] = 1;
+    assert!(matches!(
+        decode(&c),
+        Err(crate::ContainerError::UnknownFlags(1))
+    ));
 }
 
 #[test]

@@ -167,8 +167,7 @@ fn list(a: ListArgs, info: bool) -> anyhow::Result<ExitCode> {
                         "word_coded": p.words,
                     })).collect::<Vec<_>>(),
                     "sha256": h.sha256_hex(),
-                    "xxh3_128": h.xxh3.map(|d| ::archive::container::hex(&d)),
-                    "blake3": h.blake3.map(|d| ::archive::container::hex(&d)),
+                    "xxh3_128": ::archive::container::hex(&h.xxh3),
                 }));
             }
             Err(err) => {
@@ -259,7 +258,7 @@ fn verify(a: RepoArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     println!(
-        "verified {ok} files ({}) in {}: every SHA-256 (and XXH3-128 or BLAKE3) matches",
+        "verified {ok} files ({}) in {}: every SHA-256 and XXH3-128 matches",
         bytes(original),
         repo.location()
     );

@@ -11,7 +11,7 @@
 //!   server that crashed after archiving but before marking the segment done pushes it again;
 //!   different content, or a damaged existing copy, is an error and nothing is overwritten.
 //! - get rebuilds the file into a temporary file next to the destination while hashing it
-//!   (XXH3-128; BLAKE3 for a container of format 5, the SHA-256 before), and renames it into place
+//!   (XXH3-128), and renames it into place
 //!   only if the hash matches (fsynced only when asked), so the destination appears only
 //!   complete and checked. A name the repository does not hold is [`ArchiveError::NotFound`]
 //!   only once the repository itself is known to be there: a missing directory or bucket is
@@ -122,8 +122,9 @@ fn strip_prefix_ignore_case<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
 pub type Check<'a> = &'a (dyn Fn(&[u8]) -> Result<(), ArchiveError> + Sync);
 
 /// Where the objects of a repository are kept. Keys are container file names
-/// (`<name>.pgcz`), never paths.
-pub trait Store: std::fmt::Debug {
+/// (`<name>.pgcz`), never paths. `Send + Sync`, so that async code can share a repository
+/// with its blocking pool (`spawn_blocking`).
+pub trait Store: std::fmt::Debug + Send + Sync {
     /// The whole object, or `None` if there is none under `key`.
     fn read(&self, key: &str) -> Result<Option<Vec<u8>>, ArchiveError>;
 
@@ -277,7 +278,7 @@ impl Repository {
     }
 
     /// Restores `name` to `dest` after checking its hash (the XXH3-128 digest the container
-    /// records; the BLAKE3 digest in format 5, the SHA-256 before);
+    /// records);
     /// [`ArchiveError::NotFound`] if the repository does not hold it. `dest` is created only
     /// when everything checked out.
     ///
@@ -302,89 +303,25 @@ impl Repository {
             name: name.into(),
             source,
         };
-        // The output is written to a temporary file and hashed, each on a thread of its own,
-        // as it is rebuilt; the file gets its name only if the hash matches. With a checkpoint
-        // in the header, two threads hash the two halves at the same time.
-        let (checkpoint, fast) = match container::Header::parse(&bytes) {
-            Ok(Some((h, _))) => (h.checkpoint, FastDigest::for_header(&h)),
-            _ => (None, None),
-        };
-        if let Some(mut hasher) = fast {
-            return write_checked(dest, fsync, |file, tmp| {
-                let mut written: std::io::Result<()> = Ok(());
-                let mut hash = |piece: &[u8]| hasher.update(piece);
-                let mut write = |piece: &[u8]| {
-                    if written.is_ok() {
-                        written = file.write_all(piece);
-                    }
-                };
-                let (header, _) =
-                    container::decode_with(&bytes, &mut [&mut hash, &mut write], false)
-                        .and_then(|(h, data)| Ok((check_same_name(name, h)?, data)))
-                        .map_err(corrupt)?;
-                written.map_err(ArchiveError::io("writing", tmp))?;
-                hasher.check(&header).map_err(corrupt)?;
-                Ok(header)
-            });
-        }
+        // The output is written to a temporary file and hashed with XXH3-128, each on a
+        // thread of its own, as it is rebuilt; the file gets its name only if the digest
+        // matches.
         write_checked(dest, fsync, |file, tmp| {
-            let mut first = crate::sha::Chain::new();
-            let mut second = checkpoint.as_ref().map(crate::sha::Chain::resume);
-            let split = checkpoint.map_or(u64::MAX, |c| c.offset);
-            let (mut at_first, mut at_second) = (0u64, 0u64);
+            let mut hasher = twox_hash::XxHash3_128::default();
             let mut written: std::io::Result<()> = Ok(());
-            let mut hash_first = |piece: &[u8]| {
-                let n = split.saturating_sub(at_first).min(piece.len() as u64) as usize;
-                first.update(&piece[..n]);
-                at_first += piece.len() as u64;
-            };
-            let mut hash_second = |piece: &[u8]| {
-                let skip = split.saturating_sub(at_second).min(piece.len() as u64) as usize;
-                if let Some(c) = second.as_mut() {
-                    c.update(&piece[skip..]);
-                }
-                at_second += piece.len() as u64;
-            };
+            let mut hash = |piece: &[u8]| hasher.write(piece);
             let mut write = |piece: &[u8]| {
                 if written.is_ok() {
                     written = file.write_all(piece);
                 }
             };
-            let mut sinks: Vec<container::Sink<'_>> = vec![&mut hash_first, &mut write];
-            if checkpoint.is_some() {
-                sinks.push(&mut hash_second);
-            }
-            let (header, _) = container::decode_with(&bytes, &mut sinks, false)
-                .and_then(|(h, data)| Ok((check_same_name(name, h)?, data)))
-                .map_err(corrupt)?;
-            drop(sinks);
+            let (header, _) =
+                crate::pipeline::decode_with(&bytes, &mut [&mut hash, &mut write], false)
+                    .and_then(|(h, data)| Ok((check_same_name(name, h)?, data)))
+                    .map_err(corrupt)?;
             written.map_err(ArchiveError::io("writing", tmp))?;
-            let actual = match (&header.checkpoint, second) {
-                (Some(cp), Some(second)) => {
-                    let reached = first.checkpoint();
-                    if reached.map(|c| c.state) != Some(cp.state) || at_first < cp.offset {
-                        return Err(corrupt(ContainerError::HashMismatch {
-                            expected: format!(
-                                "checkpoint {} at byte {}",
-                                container::hex(&cp.state),
-                                cp.offset
-                            ),
-                            actual: reached.map_or_else(
-                                || "no checkpoint".into(),
-                                |c| container::hex(&c.state),
-                            ),
-                        }));
-                    }
-                    second.finalize()
-                }
-                _ => first.finalize(),
-            };
-            if actual != header.sha256 {
-                return Err(corrupt(ContainerError::HashMismatch {
-                    expected: container::hex(&header.sha256),
-                    actual: container::hex(&actual),
-                }));
-            }
+            container::check_digest("XXH3-128", &header.xxh3, &hasher.finish_128().to_be_bytes())
+                .map_err(corrupt)?;
             Ok(header)
         })
     }
@@ -455,7 +392,7 @@ fn valid_name(name: &str) -> Result<(), ArchiveError> {
 
 /// Decodes a container and checks that it holds `name`.
 fn decode_named(name: &str, bytes: &[u8]) -> Result<(Header, Vec<u8>), ContainerError> {
-    let (h, data) = container::decode(bytes)?;
+    let (h, data) = crate::pipeline::decode(bytes)?;
     Ok((check_same_name(name, h)?, data))
 }
 
@@ -550,52 +487,4 @@ pub(crate) fn nanos() -> u128 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos())
-}
-
-/// The digest `get` checks while it writes, for containers that record one besides the
-/// SHA-256: XXH3-128 (format 6), else BLAKE3 (format 5).
-enum FastDigest {
-    Xxh3(Box<twox_hash::XxHash3_128>),
-    Blake3(Box<blake3::Hasher>),
-}
-
-impl FastDigest {
-    /// The hasher for the digest `header` records, if it records one.
-    fn for_header(header: &container::Header) -> Option<FastDigest> {
-        if header.xxh3.is_some() {
-            Some(FastDigest::Xxh3(Box::default()))
-        } else if header.blake3.is_some() {
-            Some(FastDigest::Blake3(Box::default()))
-        } else {
-            None
-        }
-    }
-
-    fn update(&mut self, bytes: &[u8]) {
-        match self {
-            FastDigest::Xxh3(h) => h.write(bytes),
-            FastDigest::Blake3(h) => {
-                h.update(bytes);
-            }
-        }
-    }
-
-    /// An error unless the bytes hashed have the digest `header` records (the header read
-    /// again after decoding, which must record the same kind).
-    fn check(self, header: &container::Header) -> Result<(), ContainerError> {
-        let missing = |kind: &str| ContainerError::Field {
-            field: "flags",
-            detail: format!("no {kind} digest on the second read of the header"),
-        };
-        match self {
-            FastDigest::Xxh3(h) => {
-                let expected = header.xxh3.ok_or_else(|| missing("XXH3-128"))?;
-                container::check_digest("XXH3-128", &expected, &h.finish_128().to_be_bytes())
-            }
-            FastDigest::Blake3(h) => {
-                let expected = header.blake3.ok_or_else(|| missing("BLAKE3"))?;
-                container::check_digest("BLAKE3", &expected, h.finalize().as_bytes())
-            }
-        }
-    }
 }

@@ -7,8 +7,13 @@
 //! get the existence check every push makes before it writes, which catches every
 //! overwrite except one racing a concurrent push of the same name.
 //!
-//! The client is [`object_store`]'s; its async runtime stays inside [`S3Store`]: each call
-//! blocks on a private current-thread tokio runtime.
+//! The client is [`object_store`]'s; its async runtime stays inside [`S3Store`]. Each call
+//! crosses one explicit blocking boundary ([`S3Store::run`]): its future runs on the store's
+//! private current-thread runtime, driven from a thread of its own, and the calling thread
+//! waits for the result. The caller's thread never enters that runtime, so the repository
+//! can be called from anywhere, including from inside another tokio runtime (where a plain
+//! `block_on` panics); async callers should still call it through `spawn_blocking`, since
+//! the call blocks until the store answers.
 
 use std::time::Duration;
 
@@ -85,6 +90,24 @@ impl S3Store {
         })
     }
 
+    /// Runs `io` to completion on the store's runtime, driven from a scoped thread of its
+    /// own, and returns its output: the one place the store blocks. The calling thread
+    /// never enters a runtime, so this works (and does not panic) inside a tokio runtime,
+    /// on one of its workers or its blocking pool. A thread per call costs tens of
+    /// microseconds, against the milliseconds of a request to the store.
+    fn run<F>(&self, io: F) -> F::Output
+    where
+        F: std::future::Future + Send,
+        F::Output: Send,
+    {
+        std::thread::scope(
+            |scope| match scope.spawn(|| self.runtime.block_on(io)).join() {
+                Ok(out) => out,
+                Err(panic) => std::panic::resume_unwind(panic),
+            },
+        )
+    }
+
     fn path(&self, key: &str) -> Result<ObjectPath, ArchiveError> {
         let part = PathPart::parse(key).map_err(|e| ArchiveError::Store {
             what: format!("naming {key:?} in"),
@@ -106,7 +129,7 @@ impl S3Store {
 impl Store for S3Store {
     fn read(&self, key: &str) -> Result<Option<Vec<u8>>, ArchiveError> {
         let path = self.path(key)?;
-        let got = self.runtime.block_on(async {
+        let got = self.run(async {
             match self.client.get(&path).await {
                 Ok(r) => r.bytes().await.map(Some),
                 Err(object_store::Error::NotFound { .. }) => Ok(None),
@@ -119,7 +142,7 @@ impl Store for S3Store {
 
     fn read_head(&self, key: &str, len: usize) -> Result<Option<(u64, Vec<u8>)>, ArchiveError> {
         let path = self.path(key)?;
-        let got = self.runtime.block_on(async {
+        let got = self.run(async {
             let meta = match self.client.head(&path).await {
                 Ok(m) => m,
                 Err(object_store::Error::NotFound { .. }) => return Ok(None),
@@ -144,9 +167,7 @@ impl Store for S3Store {
             mode: PutMode::Create,
             ..PutOptions::default()
         };
-        let put = self
-            .runtime
-            .block_on(self.client.put_opts(&path, PutPayload::from(bytes), opts));
+        let put = self.run(self.client.put_opts(&path, PutPayload::from(bytes), opts));
         match put {
             Ok(_) => Ok(true),
             Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
@@ -162,8 +183,7 @@ impl Store for S3Store {
     fn list(&self) -> Result<Vec<(String, u64)>, ArchiveError> {
         let prefix = (!self.prefix.as_ref().is_empty()).then_some(&self.prefix);
         let listed = self
-            .runtime
-            .block_on(self.client.list_with_delimiter(prefix))
+            .run(self.client.list_with_delimiter(prefix))
             .map_err(|e| self.error("listing".into(), &e))?;
         Ok(listed
             .objects
@@ -178,10 +198,7 @@ impl Store for S3Store {
             max_keys: Some(1),
             ..PaginatedListOptions::default()
         };
-        match self
-            .runtime
-            .block_on(self.client.list_paginated(prefix, opts))
-        {
+        match self.run(self.client.list_paginated(prefix, opts)) {
             Ok(_) => Ok(()),
             Err(object_store::Error::NotFound { .. }) => Err(ArchiveError::NoRepository {
                 location: self.location(),

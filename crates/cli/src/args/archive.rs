@@ -50,7 +50,7 @@ Exit status: 0 archived (or already archived, identical); 1 failure (nothing pub
     #[command(
         after_help = "Decodes the archived file, writes it next to PATH while hashing it, \
 and renames it to PATH only if the hash matches the original's: XXH3-128, which containers record \
-beside the SHA-256 since format 6 (BLAKE3 in format 5, SHA-256 before). PATH appears only complete \
+beside the SHA-256. PATH appears only complete \
 and checked. `archive verify` checks the SHA-256 as well.\n\n\
 It is not fsynced unless --fsync is given: PostgreSQL fsyncs a restored segment itself when it \
 keeps it, and after a crash asks restore_command again (pgBackRest's archive-get does the same). \
@@ -67,7 +67,7 @@ it for the end of the archive); 2 bad usage."
     Info(ListArgs),
     /// Decode every archived file and check every checksum and hash.
     #[command(
-        after_help = "Exit status: 0 every file decodes to its recorded SHA-256 (and XXH3-128 or BLAKE3); 1 a file is \
+        after_help = "Exit status: 0 every file decodes to its recorded SHA-256 and XXH3-128; 1 a file is \
 damaged (each bad file named on stderr, first one first); 2 bad usage."
     )]
     Verify(RepoArgs),

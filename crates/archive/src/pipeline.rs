@@ -1,0 +1,487 @@
+//! The threaded decoder of a container: parts decompressed on two lanes, a WAL records
+//! container's segment rebuilt while its largest stream is still being decompressed, and
+//! the output handed to sinks (a file, a hash) on threads of their own as it is rebuilt.
+//!
+//! The byte format and its checks are [`crate::container`]; this module only adds threads
+//! and memory reuse on top of it, and every output stays capped at the lengths the checked
+//! header declares.
+
+use codec::cursor::le_u32_at;
+
+use crate::container::{check_hashes, Header, Part, PartKind, Role, Transform};
+use crate::error::ContainerError;
+use crate::walsplit::{Piece, Source, STREAMS};
+
+/// Most bytes [`decode`] reserves before any part has been decoded.
+const RESERVE_CAP: usize = 64 << 20;
+
+/// Decodes a whole container: checks the header, every part's checksum and length, and the
+/// XXH3-128 and SHA-256 of the result. Output is capped at the header's original size (at
+/// most [`crate::container::MAX_ORIGINAL_SIZE`]).
+pub fn decode(bytes: &[u8]) -> Result<(Header, Vec<u8>), ContainerError> {
+    let (header, out) = decode_unhashed(bytes)?;
+    check_hashes(&header, &out)?;
+    Ok((header, out))
+}
+
+/// [`decode`] without the final digest checks, for a caller that compares the result with
+/// the original bytes instead (the push-time self-check, which hashed those bytes itself).
+pub(crate) fn decode_unhashed(bytes: &[u8]) -> Result<(Header, Vec<u8>), ContainerError> {
+    decode_with(bytes, &mut [], true)
+}
+
+/// A consumer of a container's output, piece by piece in order, on a thread of its own.
+pub(crate) type Sink<'s> = &'s mut (dyn FnMut(&[u8]) + Send);
+
+/// Decodes a container without checking the digests of the result, and hands the output,
+/// in order and in pieces, to each of `sinks`, each on a thread of its own; the output is
+/// also returned when `keep` is set (else the returned vector may be empty). For a WAL
+/// records container the pieces go out while the rest of the segment is still being
+/// rebuilt, so that hashing and writing it overlap the rebuilding, and their memory is used
+/// again once every sink is done with them. When an error is returned, the sinks may have
+/// seen part of the output.
+pub(crate) fn decode_with(
+    bytes: &[u8],
+    sinks: &mut [Sink<'_>],
+    keep: bool,
+) -> Result<(Header, Vec<u8>), ContainerError> {
+    let Decompressed {
+        header,
+        parts: mut decoded,
+        whole,
+        feeds,
+    } = decompress_parts(bytes)?;
+    if let Transform::WalRecords(w, s) = &header.transform {
+        let mut streams = whole;
+        for (p, raw) in header.parts.iter().zip(decoded.iter_mut()) {
+            if let Role::WalStream(st) = p.role {
+                let stream = &mut streams[st as usize];
+                if stream.is_empty() {
+                    *stream = std::mem::take(raw);
+                } else {
+                    stream.extend_from_slice(raw);
+                }
+            }
+        }
+        let after: Vec<(&Part, Vec<u8>)> = header
+            .parts
+            .iter()
+            .zip(decoded)
+            .filter(|(p, _)| !matches!(p.role, Role::WalStream(_)))
+            .collect();
+        let mut out = if keep {
+            Vec::with_capacity((header.original_size as usize).min(RESERVE_CAP))
+        } else {
+            Vec::new()
+        };
+        std::thread::scope(|scope| {
+            // Each sink's thread says when it is done with a piece, so that the joiner can
+            // use that memory again.
+            let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+            let mut senders = Vec::with_capacity(sinks.len());
+            for sink in sinks.iter_mut() {
+                let (tx, rx) = std::sync::mpsc::channel::<Piece>();
+                senders.push(tx);
+                let done = done_tx.clone();
+                scope.spawn(move || {
+                    for piece in rx {
+                        sink(&piece);
+                        drop(piece);
+                        let _ = done.send(());
+                    }
+                });
+            }
+            drop(done_tx);
+            let mut send = |piece: Piece| {
+                if keep {
+                    out.extend_from_slice(&piece);
+                }
+                for tx in &senders {
+                    let _ = tx.send(piece.clone());
+                }
+            };
+            // The largest fed stream (a segment of pgbench WAL is mostly page images) is
+            // decompressed on a thread of its own, into buffers handed over as they fill;
+            // the other fed streams on this thread as they are read.
+            let method = header.spec.method;
+            let sizes: Vec<usize> = feeds
+                .iter()
+                .map(|p| p.iter().map(|p| p.len).sum())
+                .collect();
+            let helped = (0..STREAMS)
+                .filter(|&st| sizes[st] >= HELPED_MIN)
+                .max_by_key(|&st| sizes[st]);
+            let mut feeds = feeds.into_iter();
+            let sources = std::array::from_fn(|st| {
+                let parts = feeds.next().unwrap_or_default();
+                if parts.is_empty() {
+                    Source::Bytes(&streams[st])
+                } else if helped == Some(st) {
+                    Source::Feed(Box::new(helped_stream(scope, method, parts)), sizes[st])
+                } else {
+                    Source::Feed(Box::new(FedStream::new(method, parts)), sizes[st])
+                }
+            });
+            crate::walsplit::join_sources(w.pageaddr, w.valid_len, s, sources, &mut send, || {
+                done_rx.recv().is_ok()
+            })
+            .map_err(|detail| ContainerError::Rebuild { detail })?;
+            drop(streams);
+            // Stale bytes and zeros after the prefix; their lengths add up to the original
+            // size (checked with the header).
+            let mut zeros: Option<Piece> = None;
+            for (p, raw) in after {
+                match p.kind {
+                    PartKind::Compressed => send(Piece::from_vec(raw)),
+                    PartKind::Zeros => {
+                        let zeros =
+                            zeros.get_or_insert_with(|| Piece::from_vec(vec![0; ZEROS_PIECE]));
+                        let mut left = p.raw_len as usize;
+                        while left > 0 {
+                            let piece = zeros.prefix(left);
+                            left -= piece.len();
+                            send(piece);
+                        }
+                    }
+                }
+            }
+            Ok::<_, ContainerError>(())
+        })?;
+        return Ok((header, out));
+    }
+    let out = if let ([p], [raw]) = (header.parts.as_slice(), decoded.as_mut_slice()) {
+        if p.kind == PartKind::Compressed {
+            std::mem::take(raw)
+        } else {
+            vec![0; p.raw_len as usize]
+        }
+    } else {
+        // The claimed size is checked against the parts' lengths (with the header); reserve
+        // only a bounded amount up front all the same.
+        let mut out = Vec::with_capacity((header.original_size as usize).min(RESERVE_CAP));
+        for (p, raw) in header.parts.iter().zip(&decoded) {
+            match p.kind {
+                PartKind::Zeros => out.resize(out.len() + p.raw_len as usize, 0),
+                PartKind::Compressed => out.extend_from_slice(raw),
+            }
+        }
+        out
+    };
+    for sink in sinks.iter_mut() {
+        sink(&out);
+    }
+    Ok((header, out))
+}
+
+/// Fed streams of at least this many bytes may be decompressed on a thread of their own.
+const HELPED_MIN: usize = 1 << 20;
+
+/// Bytes a helper thread decompresses into one buffer before handing it over.
+const HELPED_PIECE: usize = 256 << 10;
+
+/// Buffers a helper thread may fill ahead of the reader.
+const HELPED_AHEAD: usize = 4;
+
+/// The error for a fed stream whose `n`-th part (counted from 1) failed.
+fn fed_error(parts: &[FedPart<'_>], n: usize, source: codec::CodecError) -> ContainerError {
+    let (index, offset) = match parts.get(n.clamp(1, parts.len().max(1)) - 1) {
+        Some(part) => (part.index, part.offset as u64),
+        None => (0, 0),
+    };
+    ContainerError::Decompress {
+        index,
+        offset,
+        source,
+    }
+}
+
+/// Room left in front of the bytes of each buffer of a fed stream, for the unread end of
+/// the buffer before (a page image at most, for the page image stream).
+const HEADROOM: usize = 64 << 10;
+
+/// A buffer of a fed stream: `HEADROOM` bytes of room, then up to `len` bytes from `feed`
+/// (fewer only at its end); `None` once `feed` has no more.
+fn fill_buffer(
+    feed: &mut codec::PartFeed<'_>,
+    spare: Option<Vec<u8>>,
+    len: usize,
+) -> Result<Option<Vec<u8>>, codec::CodecError> {
+    let mut buf = spare.unwrap_or_default();
+    buf.resize(HEADROOM + len, 0);
+    let n = feed.read(&mut buf[HEADROOM..])?;
+    if n == 0 {
+        return Ok(None);
+    }
+    buf.truncate(HEADROOM + n);
+    Ok(Some(buf))
+}
+
+/// A fed stream decompressed on the reading thread as it is read.
+struct FedStream<'b> {
+    feed: codec::PartFeed<'b>,
+    parts: Vec<FedPart<'b>>,
+    spare: Option<Vec<u8>>,
+    /// Bytes not decompressed yet.
+    left: usize,
+}
+
+impl<'b> FedStream<'b> {
+    fn new(method: codec::Method, parts: Vec<FedPart<'b>>) -> FedStream<'b> {
+        FedStream {
+            feed: codec::PartFeed::new(method, parts.iter().map(|p| (p.stored, p.len)).collect()),
+            left: parts.iter().map(|p| p.len).sum(),
+            parts,
+            spare: None,
+        }
+    }
+}
+
+impl crate::walsplit::Feed for FedStream<'_> {
+    fn next(&mut self) -> Result<Option<(Vec<u8>, usize)>, String> {
+        let len = HELPED_PIECE.min(self.left).max(1);
+        let buf = fill_buffer(&mut self.feed, self.spare.take(), len)
+            .map_err(|source| fed_error(&self.parts, self.feed.parts_started(), source))
+            // The join's feed interface (walsplit) takes its errors as text.
+            .map_err(|e| e.to_string())?;
+        if let Some(b) = &buf {
+            self.left = self.left.saturating_sub(b.len() - HEADROOM);
+        }
+        Ok(buf.map(|b| (b, HEADROOM)))
+    }
+
+    fn recycle(&mut self, buf: Vec<u8>) {
+        self.spare = Some(buf);
+    }
+}
+
+/// A fed stream decompressed on a thread of its own: buffers come full over one channel, at
+/// most [`HELPED_AHEAD`] ahead of the reader, and go back empty over another.
+struct HelpedStream {
+    full: std::sync::mpsc::Receiver<Result<Vec<u8>, ContainerError>>,
+    empty: std::sync::mpsc::Sender<Vec<u8>>,
+}
+
+impl crate::walsplit::Feed for HelpedStream {
+    fn next(&mut self) -> Result<Option<(Vec<u8>, usize)>, String> {
+        match self.full.recv() {
+            // The join's feed interface (walsplit) takes its errors as text.
+            Ok(buf) => Ok(Some((buf.map_err(|e| e.to_string())?, HEADROOM))),
+            Err(_) => Ok(None),
+        }
+    }
+
+    fn recycle(&mut self, buf: Vec<u8>) {
+        let _ = self.empty.send(buf);
+    }
+}
+
+/// The reading end of a fed stream decompressed on a thread of its own (spawned in `scope`).
+fn helped_stream<'scope, 'b: 'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    method: codec::Method,
+    parts: Vec<FedPart<'b>>,
+) -> HelpedStream {
+    let (full_tx, full) =
+        std::sync::mpsc::sync_channel::<Result<Vec<u8>, ContainerError>>(HELPED_AHEAD);
+    let (empty, empty_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    scope.spawn(move || {
+        let mut feed =
+            codec::PartFeed::new(method, parts.iter().map(|p| (p.stored, p.len)).collect());
+        loop {
+            match fill_buffer(&mut feed, empty_rx.try_recv().ok(), HELPED_PIECE) {
+                Ok(None) => return,
+                Ok(Some(buf)) => {
+                    if full_tx.send(Ok(buf)).is_err() {
+                        return;
+                    }
+                }
+                Err(source) => {
+                    let _ = full_tx.send(Err(fed_error(&parts, feed.parts_started(), source)));
+                    return;
+                }
+            }
+        }
+    });
+    HelpedStream { full, empty }
+}
+
+/// Bytes of zeros handed to sinks at a time for a zero tail.
+const ZEROS_PIECE: usize = 64 << 10;
+
+/// Parses the header, checks the length and every part's checksum, then decompresses (and
+/// word-decodes) the parts on two threads.
+fn decompress_parts(bytes: &[u8]) -> Result<Decompressed<'_>, ContainerError> {
+    let Some((header, hlen)) = Header::parse(bytes)? else {
+        let need = if bytes.len() >= 16 {
+            le_u32_at(bytes, 12).map_or(16, u64::from)
+        } else {
+            16
+        };
+        return Err(ContainerError::Truncated {
+            need,
+            have: bytes.len() as u64,
+        });
+    };
+    let expected = hlen as u64 + header.payload_len();
+    if expected != bytes.len() as u64 {
+        return Err(ContainerError::Length {
+            expected,
+            actual: bytes.len() as u64,
+        });
+    }
+    // Every part's checksum is checked before anything is decompressed.
+    let mut jobs: Vec<(usize, usize, &Part, &[u8])> = Vec::with_capacity(header.parts.len());
+    let mut off = hlen;
+    for (index, p) in header.parts.iter().enumerate() {
+        let stored = &bytes[off..off + p.stored_len as usize];
+        let computed = crc32c::crc32c(stored);
+        if computed != p.crc32c {
+            return Err(ContainerError::PartChecksum {
+                index,
+                offset: off as u64,
+                stored: p.crc32c,
+                computed,
+            });
+        }
+        jobs.push((index, off, p, stored));
+        off += p.stored_len as usize;
+    }
+    let method = header.spec.method;
+    let word_cap = match &header.transform {
+        Transform::WalRecords(w, _) => w.valid_len as usize,
+        _ => 0,
+    };
+    // Parts decompress on two threads; each output is capped at the part's declared raw
+    // length (and a word-coded stream at the prefix it belongs to).
+    // A stream stored in several parts, none word-coded, is decompressed straight into
+    // its place in one buffer (a fresh zeroed allocation costs nothing until written), so
+    // that the pieces are never copied together afterwards.
+    let mut whole: [Vec<u8>; STREAMS] = Default::default();
+    let mut pieces = [0usize; STREAMS];
+    let mut coded = [false; STREAMS];
+    let mut total = [0usize; STREAMS];
+    for p in &header.parts {
+        if let Role::WalStream(st) = p.role {
+            pieces[st as usize] += 1;
+            coded[st as usize] |= p.words;
+            total[st as usize] += p.raw_len as usize;
+        }
+    }
+    // Streams compressed with zstd and not word-coded are instead decompressed as the
+    // segment is rebuilt, a window at a time: the rebuilt start of the segment goes to the
+    // sinks (the hash) while the rest is still compressed, and no buffer for the whole
+    // stream is needed.
+    let fed: [bool; STREAMS] =
+        std::array::from_fn(|st| pieces[st] > 0 && !coded[st] && method == codec::Method::Zstd);
+    let mut feeds: [Vec<FedPart<'_>>; STREAMS] = Default::default();
+    for st in 0..STREAMS {
+        if pieces[st] > 1 && !coded[st] && !fed[st] {
+            whole[st] = vec![0u8; total[st]];
+        }
+    }
+    let mut free: Vec<&mut [u8]> = whole.iter_mut().map(|w| w.as_mut_slice()).collect();
+    let jobs: Vec<_> = jobs
+        .into_iter()
+        .map(|(index, off, p, stored)| {
+            let dest = match p.role {
+                Role::WalStream(st) if fed[st as usize] => {
+                    feeds[st as usize].push(FedPart {
+                        index,
+                        offset: off,
+                        stored,
+                        len: p.raw_len as usize,
+                    });
+                    Dest::Fed
+                }
+                Role::WalStream(st) if pieces[st as usize] > 1 && !coded[st as usize] => {
+                    let rest = std::mem::take(&mut free[st as usize]);
+                    let (dest, rest) = rest.split_at_mut(p.raw_len as usize);
+                    free[st as usize] = rest;
+                    Dest::Slice(dest)
+                }
+                _ => Dest::Own,
+            };
+            (index, off, p, stored, dest)
+        })
+        .collect();
+    let decoded = crate::lanes::two_lanes(
+        jobs,
+        |&(_, _, p, _, ref dest)| match (p.kind, dest) {
+            (PartKind::Compressed, Dest::Slice(_) | Dest::Own) => p.raw_len as usize,
+            _ => 0,
+        },
+        || {
+            codec::BlockDecompressor::new().map_err(|source| ContainerError::Decompress {
+                index: 0,
+                offset: hlen as u64,
+                source,
+            })
+        },
+        |dec, (index, off, p, stored, dest)| {
+            let failed = |source| ContainerError::Decompress {
+                index,
+                offset: off as u64,
+                source,
+            };
+            if p.kind == PartKind::Zeros {
+                return Ok(Vec::new());
+            }
+            match dest {
+                Dest::Fed => return Ok(Vec::new()),
+                Dest::Slice(dest) => {
+                    dec.decompress_into(method, stored, dest).map_err(failed)?;
+                    return Ok(Vec::new());
+                }
+                Dest::Own => {}
+            }
+            let mut raw = Vec::new();
+            dec.decompress(method, stored, p.raw_len as usize, &mut raw)
+                .map_err(failed)?;
+            if p.words {
+                raw = crate::words::decode(&raw, word_cap).map_err(|detail| {
+                    ContainerError::Rebuild {
+                        detail: format!("part {index}: {detail}"),
+                    }
+                })?;
+            }
+            Ok(raw)
+        },
+    )?;
+    drop(free);
+    Ok(Decompressed {
+        header,
+        parts: decoded,
+        whole,
+        feeds,
+    })
+}
+
+/// Where a part's decompressed bytes go.
+enum Dest<'a> {
+    /// A vector of its own.
+    Own,
+    /// Its place in the buffer of its stream.
+    Slice(&'a mut [u8]),
+    /// Nowhere yet: its stream is decompressed as it is read.
+    Fed,
+}
+
+/// What [`decompress_parts`] returns.
+struct Decompressed<'b> {
+    header: Header,
+    /// One output per part: empty for zeros and for the pieces of a stream in `whole`.
+    parts: Vec<Vec<u8>>,
+    /// Streams stored in several parts and decompressed into one buffer (else empty).
+    whole: [Vec<u8>; STREAMS],
+    /// Streams decompressed as they are read: their parts, still compressed.
+    feeds: [Vec<FedPart<'b>>; STREAMS],
+}
+
+/// A part of a stream that is decompressed as it is read.
+#[derive(Clone, Copy)]
+struct FedPart<'b> {
+    index: usize,
+    offset: usize,
+    stored: &'b [u8],
+    len: usize,
+}
