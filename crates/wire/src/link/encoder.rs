@@ -75,6 +75,8 @@ pub struct LinkEncoder {
     verbatim_at: Option<usize>,
     chunk: Vec<u8>,
     chunk_raw: usize,
+    /// The last message pushed was compressed.
+    in_run: bool,
     counters: Counters,
 }
 
@@ -96,6 +98,7 @@ impl LinkEncoder {
             verbatim_at: None,
             chunk: Vec::new(),
             chunk_raw: 0,
+            in_run: false,
             counters: Counters::default(),
         })
     }
@@ -174,8 +177,12 @@ impl LinkEncoder {
         self.counters.raw_bytes += bytes.len() as u64;
         let compress = self.ready
             && self.ctx.is_some()
-            && bytes.len() >= self.config.threshold
-            && tag.is_some_and(|t| self.config.compress.contains(t));
+            && tag.is_some_and(|t| self.config.compress.contains(t))
+            // The threshold decides whether a run starts; a run already being compressed
+            // takes short messages of a compressible type too (COPY sends one CopyData per
+            // row, and narrow rows fall under 60 bytes), across flushes.
+            && (bytes.len() >= self.config.threshold || self.in_run);
+        self.in_run = compress;
         if compress {
             self.verbatim_at = None;
             let mut rest = bytes;
