@@ -366,7 +366,7 @@ fn bombs_and_lies_are_errors() {
         Err(LinkError::FrameTooLong { .. })
     ));
     assert!(matches!(
-        dec.peek_len(&[b'?']),
+        dec.peek_len(b"?"),
         Err(LinkError::UnknownFrame {
             frame_type: b'?',
             ..
@@ -388,7 +388,9 @@ fn random_link_bytes_are_errors() {
                 .expect("ready");
             input[0] = frame::CHUNK;
             let len = (n as u32).saturating_sub(5).to_be_bytes();
-            input.get_mut(1..5).map(|h| h.copy_from_slice(&len));
+            if let Some(h) = input.get_mut(1..5) {
+                h.copy_from_slice(&len);
+            }
         }
         let mut out = Vec::new();
         loop {

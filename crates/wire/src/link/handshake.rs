@@ -72,12 +72,15 @@ fn magic(c: &mut Cursor<'_>) -> Result<(), LinkError> {
     }
 }
 
+/// A handshake frame: its type, its payload and the bytes it took.
+type RawFrame<'a> = (u8, &'a [u8], usize);
+
 /// Reads one whole handshake frame of `expected` types from the front of `buf`.
 fn frame_of<'a>(
     direction: Direction,
     buf: &'a [u8],
     expected: &[u8],
-) -> Result<Option<(u8, &'a [u8], usize)>, LinkError> {
+) -> Result<Option<RawFrame<'a>>, LinkError> {
     let Some(h) = parse_header(direction, 0, buf)? else {
         return Ok(None);
     };
