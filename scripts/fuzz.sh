@@ -89,6 +89,30 @@ printf 'PGCZARC\n' | seed archive_container magic
 printf 'PGCZARC\n\x01\x00\x00\x00\x40\x00\x00\x00' | seed archive_container short
 seed archive_container golden-segment <"$root/crates/archive/testdata/golden-segment.pgcz"
 
+# wire_framer: control byte (bit 0: backend->frontend; the rest: feeding step), then a
+# PostgreSQL byte stream.
+be32() { printf "\\x$(printf %02x $((($1 >> 24) & 255)))\\x$(printf %02x $((($1 >> 16) & 255)))\\x$(printf %02x $((($1 >> 8) & 255)))\\x$(printf %02x $(($1 & 255)))"; }
+startup='\x00\x00\x00\x17\x00\x03\x00\x00user\x00postgres\x00\x00'
+query='Q\x00\x00\x00\x0dSELECT 1\x00'
+printf "\\x00$startup${query}X\\x00\\x00\\x00\\x04" | seed wire_framer startup-query
+printf "\\x08\\x00\\x00\\x00\\x08\\x04\\xd2\\x16\\x2f$startup$query" | seed wire_framer ssl-startup
+printf '\x02\x00\x00\x00\x10\x04\xd2\x16\x2e\x00\x00\x04\xd2\xde\xad\xbe\xef' | seed wire_framer cancel
+printf '\x01R\x00\x00\x00\x08\x00\x00\x00\x00Z\x00\x00\x00\x05ID\x00\x00\x00\x0f\x00\x01\x00\x00\x00\x05helloC\x00\x00\x00\x0dSELECT 1\x00' |
+    seed wire_framer backend-rows
+
+# link_frames: control byte (bits 0-1: none lz4 zstd:1; bit 2: session ready; the rest:
+# message size for the round trip), then link frames.
+printf '\x00V\x00\x00\x00\x05hello' | seed link_frames verbatim
+printf '\x00R\x00\x00\x00\x00V\x00\x00\x00\x05hello' | seed link_frames ready-verbatim
+words="$(for i in $(seq 60); do printf 'row %d of the table orders\t2026-11-23\n' "$i"; done)"
+for m in 1:lz4 2:zstd; do
+    z="$tmp/chunk.$m"
+    if [ "${m#*:}" = lz4 ]; then printf %s "$words" | lz4 -q -c >"$z" 2>/dev/null || continue
+    else printf %s "$words" | zstd -q -c >"$z"; fi
+    { printf "\\x0$((${m%%:*} + 4))Z"; be32 $(($(wc -c <"$z") + 4)); be32 ${#words}; cat "$z"; } |
+        seed link_frames "chunk-${m#*:}"
+done
+
 # --- run ------------------------------------------------------------------------------
 cd "$fuzz"
 failed=()

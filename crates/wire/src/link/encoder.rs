@@ -1,0 +1,298 @@
+//! The sending side of one direction: PostgreSQL messages in, link frames out.
+
+use codec::Spec;
+
+use super::context::Compressor;
+use super::frame::{self, put_frame, put_header, HEADER_LEN};
+use super::{check_spec, Counters, CHUNK_RAW_MAX, DEFAULT_THRESHOLD, MAX_SPEC_LEN};
+use crate::backend::READY_FOR_QUERY;
+use crate::error::LinkError;
+use crate::framer::Message;
+use crate::{backend, frontend, Direction};
+
+/// A set of message type bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TagSet([bool; 256]);
+
+impl TagSet {
+    /// The set of the given type bytes.
+    pub fn from_tags(tags: &[u8]) -> Self {
+        let mut set = [false; 256];
+        for &t in tags {
+            set[usize::from(t)] = true;
+        }
+        TagSet(set)
+    }
+
+    /// True if `tag` is in the set.
+    pub fn contains(&self, tag: u8) -> bool {
+        self.0[usize::from(tag)]
+    }
+}
+
+impl Default for TagSet {
+    /// CopyData, DataRow and Query: bulk data and long statements.
+    fn default() -> Self {
+        TagSet::from_tags(&[frontend::COPY_DATA, backend::DATA_ROW, frontend::QUERY])
+    }
+}
+
+/// What the sender of one direction compresses, and how.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SenderConfig {
+    /// The method (agreed in the handshake).
+    pub spec: Spec,
+    /// Message types that are compressed.
+    pub compress: TagSet,
+    /// Smallest message (whole, header included) that is compressed.
+    pub threshold: usize,
+}
+
+impl SenderConfig {
+    /// `spec` with the default set (CopyData, DataRow, Query) and threshold (60 bytes).
+    pub fn new(spec: Spec) -> Self {
+        SenderConfig {
+            spec,
+            compress: TagSet::default(),
+            threshold: DEFAULT_THRESHOLD,
+        }
+    }
+}
+
+/// Turns one direction's PostgreSQL messages into link frames.
+///
+/// Call [`LinkEncoder::push`] for every message the framer yields and [`LinkEncoder::flush`]
+/// when the source has nothing more ready; write out [`LinkEncoder::output`] and
+/// [`LinkEncoder::consume`] what was written. Compressible messages accumulate in one
+/// persistent context until a flush, a non-compressible message or the chunk cap.
+pub struct LinkEncoder {
+    direction: Direction,
+    config: SenderConfig,
+    ctx: Option<Compressor>,
+    ready: bool,
+    out: Vec<u8>,
+    /// Index in `out` of the verbatim frame still open for appending.
+    verbatim_at: Option<usize>,
+    chunk: Vec<u8>,
+    chunk_raw: usize,
+    /// The last message pushed was compressed.
+    in_run: bool,
+    counters: Counters,
+}
+
+impl LinkEncoder {
+    /// An encoder for `direction` with `config`; nothing is compressed before the session is
+    /// ready (see [`LinkEncoder::session_ready`]).
+    pub fn new(direction: Direction, config: SenderConfig) -> Result<Self, LinkError> {
+        check_spec(&config.spec)?;
+        let ctx = Compressor::new(&config.spec).map_err(|e| LinkError::Compress {
+            direction,
+            reason: e.to_string(),
+        })?;
+        Ok(LinkEncoder {
+            direction,
+            config,
+            ctx,
+            ready: false,
+            out: Vec::new(),
+            verbatim_at: None,
+            chunk: Vec::new(),
+            chunk_raw: 0,
+            in_run: false,
+            counters: Counters::default(),
+        })
+    }
+
+    /// The direction this encoder sends.
+    pub fn direction(&self) -> Direction {
+        self.direction
+    }
+
+    /// The method in use.
+    pub fn spec(&self) -> &Spec {
+        &self.config.spec
+    }
+
+    /// True once compression is allowed: after the first ReadyForQuery (backend->frontend) or
+    /// [`LinkEncoder::session_ready`] (frontend->backend).
+    pub fn is_ready(&self) -> bool {
+        self.ready
+    }
+
+    /// The event that lets the frontend->backend direction compress: the other direction's
+    /// decoder returned [`super::Event::SessionReady`]. The backend->frontend encoder finds
+    /// the first ReadyForQuery itself and ignores this.
+    pub fn session_ready(&mut self) {
+        if self.direction == Direction::FrontendToBackend {
+            self.ready = true;
+        }
+    }
+
+    /// Counters of this direction so far.
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    /// Frames ready to be written. Closes the open verbatim frame, so later bytes start a
+    /// new one.
+    pub fn output(&mut self) -> &[u8] {
+        self.verbatim_at = None;
+        &self.out
+    }
+
+    /// Bytes of frames ready to be written: the caller stops reading its source while this
+    /// is above its bound.
+    pub fn pending(&self) -> usize {
+        self.out.len()
+    }
+
+    /// Drops the first `n` bytes of [`LinkEncoder::output`], which were written.
+    pub fn consume(&mut self, n: usize) {
+        self.verbatim_at = None;
+        self.out.drain(..n.min(self.out.len()));
+    }
+
+    fn compress_err(&self, e: std::io::Error) -> LinkError {
+        LinkError::Compress {
+            direction: self.direction,
+            reason: e.to_string(),
+        }
+    }
+
+    fn emit(&mut self, frame_type: u8, payload: &[u8]) {
+        self.verbatim_at = None;
+        put_frame(&mut self.out, frame_type, payload);
+        self.counters.frames += 1;
+        self.counters.link_bytes += (HEADER_LEN + payload.len()) as u64;
+    }
+
+    /// Adds one message from the framer.
+    pub fn push(&mut self, msg: &Message<'_>) -> Result<(), LinkError> {
+        self.push_bytes(msg.tag(), msg.bytes)
+    }
+
+    /// Adds one whole message given as its type byte (`None` for a first packet) and bytes.
+    pub fn push_bytes(&mut self, tag: Option<u8>, bytes: &[u8]) -> Result<(), LinkError> {
+        self.counters.messages += 1;
+        self.counters.raw_bytes += bytes.len() as u64;
+        let compress = self.ready
+            && self.ctx.is_some()
+            && tag.is_some_and(|t| self.config.compress.contains(t))
+            // The threshold decides whether a run starts; a run already being compressed
+            // takes short messages of a compressible type too (COPY sends one CopyData per
+            // row, and narrow rows fall under 60 bytes), across flushes.
+            && (bytes.len() >= self.config.threshold || self.in_run);
+        self.in_run = compress;
+        if compress {
+            self.verbatim_at = None;
+            let mut rest = bytes;
+            while !rest.is_empty() {
+                let n = rest.len().min(CHUNK_RAW_MAX - self.chunk_raw);
+                let (piece, tail) = rest.split_at(n);
+                if let Some(ctx) = self.ctx.as_mut() {
+                    ctx.write(piece, &mut self.chunk)
+                        .map_err(|e| LinkError::Compress {
+                            direction: self.direction,
+                            reason: e.to_string(),
+                        })?;
+                }
+                self.chunk_raw += n;
+                rest = tail;
+                if self.chunk_raw == CHUNK_RAW_MAX {
+                    self.finish_chunk()?;
+                }
+            }
+            return Ok(());
+        }
+        self.finish_chunk()?;
+        self.put_verbatim(bytes);
+        if self.direction == Direction::BackendToFrontend
+            && !self.ready
+            && tag == Some(READY_FOR_QUERY)
+        {
+            // Authentication is over: from here on both directions may compress.
+            self.emit(frame::READY, &[]);
+            self.ready = true;
+        }
+        Ok(())
+    }
+
+    fn put_verbatim(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let at = match self.verbatim_at {
+                Some(at) if self.out.len() - at - HEADER_LEN < CHUNK_RAW_MAX => at,
+                _ => {
+                    let at = put_header(&mut self.out, frame::VERBATIM, 0);
+                    self.counters.frames += 1;
+                    self.counters.link_bytes += HEADER_LEN as u64;
+                    self.verbatim_at = Some(at);
+                    at
+                }
+            };
+            let len = self.out.len() - at - HEADER_LEN;
+            let n = bytes.len().min(CHUNK_RAW_MAX - len);
+            self.out.extend_from_slice(&bytes[..n]);
+            self.counters.link_bytes += n as u64;
+            let new_len = ((len + n) as u32).to_be_bytes();
+            self.out[at + 1..at + HEADER_LEN].copy_from_slice(&new_len);
+            bytes = &bytes[n..];
+        }
+    }
+
+    fn finish_chunk(&mut self) -> Result<(), LinkError> {
+        if self.chunk_raw == 0 {
+            return Ok(());
+        }
+        let mut chunk = std::mem::take(&mut self.chunk);
+        if let Some(ctx) = self.ctx.as_mut() {
+            if let Err(e) = ctx.flush(&mut chunk) {
+                return Err(self.compress_err(e));
+            }
+        }
+        let payload_len = 4 + chunk.len();
+        if payload_len > frame::MAX_CHUNK_PAYLOAD as usize {
+            return Err(LinkError::Compress {
+                direction: self.direction,
+                reason: format!("chunk of {payload_len} bytes exceeds the frame cap"),
+            });
+        }
+        self.verbatim_at = None;
+        put_header(&mut self.out, frame::CHUNK, payload_len);
+        self.out
+            .extend_from_slice(&(self.chunk_raw as u32).to_be_bytes());
+        self.out.extend_from_slice(&chunk);
+        self.counters.frames += 1;
+        self.counters.chunks += 1;
+        self.counters.link_bytes += (HEADER_LEN + payload_len) as u64;
+        chunk.clear();
+        self.chunk = chunk;
+        self.chunk_raw = 0;
+        Ok(())
+    }
+
+    /// The source has nothing more ready: emit the chunk in progress (the context is flushed,
+    /// not reset) so the peer can deliver everything pushed so far.
+    pub fn flush(&mut self) -> Result<(), LinkError> {
+        self.finish_chunk()?;
+        self.verbatim_at = None;
+        Ok(())
+    }
+
+    /// Switches to `spec` at the current message boundary: flushes, sends a Method frame and
+    /// starts a fresh context; the peer's decoder follows.
+    pub fn switch_method(&mut self, spec: Spec) -> Result<(), LinkError> {
+        check_spec(&spec)?;
+        let text = spec.to_string();
+        if text.len() > MAX_SPEC_LEN {
+            return Err(LinkError::Method {
+                spec: text,
+                reason: "specification too long".to_owned(),
+            });
+        }
+        self.finish_chunk()?;
+        self.ctx = Compressor::new(&spec).map_err(|e| self.compress_err(e))?;
+        self.emit(frame::METHOD, text.as_bytes());
+        self.config.spec = spec;
+        Ok(())
+    }
+}

@@ -1,0 +1,83 @@
+//! The link protocol between the two tunnel halves (docs/TUNNEL.md).
+//!
+//! Each direction is a stream of frames (`type: u8`, `payload length: u32` big-endian,
+//! payload). After the handshake ([`handshake`]), a [`LinkEncoder`] turns PostgreSQL messages
+//! into frames and a [`LinkDecoder`] turns frames back into the PostgreSQL byte stream.
+
+mod context;
+pub mod decoder;
+pub mod encoder;
+pub mod frame;
+pub mod handshake;
+
+pub use decoder::{Decoded, Event, LinkDecoder};
+pub use encoder::{LinkEncoder, SenderConfig, TagSet};
+pub use handshake::{Accept, Hello, Reply};
+
+use codec::{Method, Spec};
+
+use crate::error::LinkError;
+
+/// Version of the link protocol this crate speaks.
+pub const VERSION: u8 = 1;
+/// The first bytes of a Hello and an Accept, so a stray client is told apart at once.
+pub const MAGIC: &[u8; 8] = b"PGCZLINK";
+/// Most PostgreSQL bytes one compressed chunk or verbatim frame carries: bounds the memory a
+/// receiver needs per frame and the data a flush has to wait for.
+pub const CHUNK_RAW_MAX: usize = 128 * 1024;
+/// Largest zstd window (log2) either side uses; a decoder refuses larger ones (8 MiB, as in
+/// the PostgreSQL compression patches).
+pub const MAX_WINDOW_LOG: u32 = 23;
+/// Longest method specification carried in a frame.
+pub const MAX_SPEC_LEN: usize = 255;
+/// Default smallest message worth compressing (`ZPQ_COMPRESS_THRESHOLD` of the patches).
+pub const DEFAULT_THRESHOLD: usize = 60;
+
+/// Per-direction counters, kept by the encoder and the decoder of that direction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// PostgreSQL bytes: pushed into an encoder, or written out by a decoder.
+    pub raw_bytes: u64,
+    /// Link bytes: frames an encoder produced, or frames a decoder consumed.
+    pub link_bytes: u64,
+    /// Compressed chunks produced or decoded.
+    pub chunks: u64,
+    /// PostgreSQL messages pushed into an encoder (a decoder leaves this 0: it never frames).
+    pub messages: u64,
+    /// Link frames produced or decoded.
+    pub frames: u64,
+}
+
+/// Checks that `spec` is a method the link supports: `none`, `lz4` or `zstd` without workers
+/// and with a window of at most [`MAX_WINDOW_LOG`].
+pub fn check_spec(spec: &Spec) -> Result<(), LinkError> {
+    let bad = |reason: &str| {
+        Err(LinkError::Method {
+            spec: spec.to_string(),
+            reason: reason.to_owned(),
+        })
+    };
+    match spec.method {
+        Method::None | Method::Lz4 => Ok(()),
+        Method::Zstd if spec.workers.is_some_and(|w| w > 0) => {
+            bad("zstd workers are not supported on the link (each flush would wait for them)")
+        }
+        Method::Zstd if spec.long.is_some_and(|l| l > MAX_WINDOW_LOG) => {
+            bad("zstd window above 2^23 (long=23) is not allowed on the link")
+        }
+        Method::Zstd => Ok(()),
+        _ => bad("the link supports none, lz4 and zstd"),
+    }
+}
+
+/// Parses and checks a link method specification (`zstd:1`, `lz4`, `none`).
+pub fn parse_spec(text: &str) -> Result<Spec, LinkError> {
+    let spec: Spec = text
+        .parse()
+        .map_err(|e: codec::SpecError| LinkError::Method {
+            spec: text.to_owned(),
+            reason: e.to_string(),
+        })?;
+    check_spec(&spec)?;
+    Ok(spec)
+}

@@ -1,0 +1,525 @@
+//! The link protocol: encoder and decoder round trips for every method, switches mid-stream,
+//! nothing compressed before the first ReadyForQuery, bombs and random bytes refused.
+
+mod common;
+
+use codec::Spec;
+use common::*;
+use wire::link::frame::{self, parse_header, HEADER_LEN};
+use wire::link::{
+    parse_spec, Event, Hello, LinkDecoder, LinkEncoder, Reply, SenderConfig, CHUNK_RAW_MAX,
+};
+use wire::{Direction, LinkError};
+
+const F2B: Direction = Direction::FrontendToBackend;
+const B2F: Direction = Direction::BackendToFrontend;
+const METHODS: [&str; 5] = ["none", "lz4", "zstd:1", "zstd:level=3,long=20", "lz4:9"];
+
+fn spec(s: &str) -> Spec {
+    parse_spec(s).expect("valid spec")
+}
+
+/// Encodes `stream` message by message, flushing every `flush_every` messages (the reader's
+/// buffer ran dry) and switching to `switch.1` before message `switch.0`.
+fn encode(
+    enc: &mut LinkEncoder,
+    stream: &[u8],
+    flush_every: usize,
+    switch: Option<(usize, &str)>,
+) -> Vec<u8> {
+    let mut link = Vec::new();
+    for (i, (tag, bytes)) in frame_all(enc.direction(), stream).into_iter().enumerate() {
+        if let Some((at, s)) = switch {
+            if at == i {
+                enc.switch_method(spec(s)).expect("switch");
+            }
+        }
+        enc.push_bytes(tag, &bytes).expect("push");
+        if i % flush_every == flush_every - 1 {
+            enc.flush().expect("flush");
+            // Drain part of the output now and then, as a socket would.
+            let n = enc.output().len() / 2;
+            link.extend_from_slice(&enc.output()[..n]);
+            enc.consume(n);
+        }
+    }
+    enc.flush().expect("flush");
+    link.extend_from_slice(enc.output());
+    let n = link.len();
+    enc.consume(n);
+    assert_eq!(enc.pending(), 0);
+    link
+}
+
+/// Decodes `link` with frames fed whole or one byte at a time.
+fn decode(dec: &mut LinkDecoder, link: &[u8], bytewise: bool) -> (Vec<u8>, Vec<Event>) {
+    let mut out = Vec::new();
+    let mut events = Vec::new();
+    let mut buf = Vec::new();
+    let step = if bytewise { 1 } else { link.len().max(1) };
+    for piece in link.chunks(step) {
+        buf.extend_from_slice(piece);
+        while let Some(d) = dec.decode(&buf, &mut out).expect("valid link") {
+            buf.drain(..d.consumed);
+            events.extend(d.event);
+        }
+    }
+    dec.finish(&buf).expect("whole frames");
+    (out, events)
+}
+
+/// Splits a link stream into (type, payload) frames.
+fn frames(link: &[u8]) -> Vec<(u8, Vec<u8>)> {
+    let mut v = Vec::new();
+    let mut rest = link;
+    while !rest.is_empty() {
+        let h = parse_header(B2F, 0, rest).expect("valid").expect("whole");
+        v.push((h.frame_type, rest[HEADER_LEN..h.frame_len()].to_vec()));
+        rest = &rest[h.frame_len()..];
+    }
+    v
+}
+
+fn backend_session(rows: usize) -> Vec<u8> {
+    let mut s = backend_start();
+    s.extend(backend_rows(rows));
+    s.extend(typed(b'H', &[0, 0, 1, 0, 0]));
+    for i in 0..rows {
+        let line = format!(
+            "{i}\t{}\t2026-11-23 10:{:02}:{:02}+00\tline {} of the copy of table orders\n",
+            i * 3,
+            i % 60,
+            (i * 7) % 60,
+            i % 50
+        );
+        s.extend(typed(b'd', line.as_bytes()));
+    }
+    s.extend(typed(b'c', b""));
+    s.extend(typed(b'C', &cstr("COPY 1")));
+    s.extend(typed(b'Z', b"I"));
+    s
+}
+
+fn frontend_session(n: usize) -> Vec<u8> {
+    let mut s = startup(0, &[("user", "alice"), ("database", "shop")]);
+    s.extend(typed(
+        b'p',
+        &cstr("secret password that is long enough to be compressible if it were allowed"),
+    ));
+    for i in 0..n {
+        s.extend(typed(
+            b'Q',
+            &cstr(&format!(
+                "SELECT aid, bid, abalance, filler FROM pgbench_accounts WHERE aid = {i}"
+            )),
+        ));
+        s.extend(typed(
+            b'd',
+            format!("{i}\t{}\tsome text of row {i}\n", i * 11).as_bytes(),
+        ));
+        s.extend(typed(b'S', b""));
+    }
+    s.extend(typed(b'X', b""));
+    s
+}
+
+#[test]
+fn round_trip_every_method_whole_and_bytewise() {
+    let b2f = backend_session(400);
+    let f2b = frontend_session(150);
+    for m in METHODS {
+        for flush_every in [1, 7, 100_000] {
+            let mut enc = LinkEncoder::new(B2F, SenderConfig::new(spec(m))).expect("encoder");
+            let link = encode(&mut enc, &b2f, flush_every, None);
+            for bytewise in [false, true] {
+                let mut dec = LinkDecoder::new(B2F, spec(m)).expect("decoder");
+                let (out, events) = decode(&mut dec, &link, bytewise);
+                assert!(out == b2f, "{m} flush every {flush_every}: bytes differ");
+                assert_eq!(events, vec![Event::SessionReady]);
+                assert_eq!(dec.counters().raw_bytes, b2f.len() as u64);
+                assert_eq!(dec.counters().link_bytes, link.len() as u64);
+            }
+            let c = enc.counters();
+            assert_eq!(
+                (c.raw_bytes, c.link_bytes),
+                (b2f.len() as u64, link.len() as u64)
+            );
+            assert_eq!(c.chunks == 0, m == "none", "{m}");
+
+            let mut enc = LinkEncoder::new(F2B, SenderConfig::new(spec(m))).expect("encoder");
+            let mut dec = LinkDecoder::new(F2B, spec(m)).expect("decoder");
+            enc.session_ready();
+            dec.session_ready();
+            let link = encode(&mut enc, &f2b, flush_every, None);
+            let (out, _) = decode(&mut dec, &link, flush_every == 7);
+            assert!(out == f2b, "{m} frontend: bytes differ");
+        }
+    }
+}
+
+#[test]
+fn method_switches_mid_stream() {
+    let b2f = backend_session(300);
+    let switches = [
+        ("zstd:1", "lz4"),
+        ("lz4", "zstd:3"),
+        ("none", "zstd:1"),
+        ("zstd:1", "none"),
+    ];
+    for (from, to) in switches {
+        let mut enc = LinkEncoder::new(B2F, SenderConfig::new(spec(from))).expect("encoder");
+        let link = encode(&mut enc, &b2f, 5, Some((150, to)));
+        assert_eq!(enc.spec(), &spec(to));
+        for bytewise in [false, true] {
+            let mut dec = LinkDecoder::new(B2F, spec(from)).expect("decoder");
+            let (out, events) = decode(&mut dec, &link, bytewise);
+            assert!(out == b2f, "{from} -> {to}: bytes differ");
+            assert_eq!(
+                events,
+                vec![Event::SessionReady, Event::MethodSwitched(spec(to))]
+            );
+            assert_eq!(dec.spec(), &spec(to));
+        }
+    }
+}
+
+#[test]
+fn repetitive_data_rows_compress() {
+    let b2f = backend_session(5000);
+    for m in ["lz4", "zstd:1"] {
+        let mut enc = LinkEncoder::new(B2F, SenderConfig::new(spec(m))).expect("encoder");
+        let link = encode(&mut enc, &b2f, 50, None);
+        let factor = if m == "lz4" { 2 } else { 3 };
+        assert!(
+            link.len() * factor < b2f.len(),
+            "{m}: {} link bytes for {} raw",
+            link.len(),
+            b2f.len()
+        );
+        // Flushing after every message still beats raw: the context persists across chunks.
+        let mut enc = LinkEncoder::new(B2F, SenderConfig::new(spec(m))).expect("encoder");
+        let flushed = encode(&mut enc, &b2f, 1, None);
+        assert!(
+            flushed.len() < b2f.len(),
+            "{m}: {} vs {}",
+            flushed.len(),
+            b2f.len()
+        );
+        assert!(link.len() < flushed.len());
+    }
+}
+
+#[test]
+fn nothing_before_ready_for_query_is_compressed() {
+    // Compressible-looking messages before the first ReadyForQuery (not something PostgreSQL
+    // sends, but the encoder must not care): a long ParameterStatus and DataRows.
+    let mut pre = typed(
+        b'R',
+        &[0, 0, 0, 10]
+            .iter()
+            .copied()
+            .chain(cstr("SCRAM-SHA-256"))
+            .chain([0])
+            .collect::<Vec<u8>>(),
+    );
+    pre.extend(typed(
+        b'S',
+        &[cstr("search_path"), cstr(&"public,".repeat(40))].concat(),
+    ));
+    pre.extend(data_row(&[&"x".repeat(500)]));
+    pre.extend(backend_start());
+    let mut stream = pre.clone();
+    stream.extend(backend_rows(200));
+    let mut enc = LinkEncoder::new(B2F, SenderConfig::new(spec("zstd:1"))).expect("encoder");
+    let link = encode(&mut enc, &stream, 3, None);
+    let fr = frames(&link);
+    let ready = fr
+        .iter()
+        .position(|f| f.0 == frame::READY)
+        .expect("a Ready frame");
+    assert!(fr[..ready].iter().all(|f| f.0 == frame::VERBATIM));
+    let verbatim: Vec<u8> = fr[..ready].iter().flat_map(|f| f.1.clone()).collect();
+    assert!(
+        verbatim == pre,
+        "the bytes up to ReadyForQuery cross verbatim"
+    );
+    assert!(fr[ready..].iter().any(|f| f.0 == frame::CHUNK));
+
+    // frontend->backend: the startup packet, the password and a long Query before the event
+    // stay verbatim; the same Query after it is compressed.
+    let q = typed(b'Q', &cstr(&"SELECT 1 UNION ALL ".repeat(20)));
+    let mut enc = LinkEncoder::new(F2B, SenderConfig::new(spec("lz4"))).expect("encoder");
+    enc.push_bytes(None, &startup(0, &[("user", "u")]))
+        .expect("push");
+    enc.push_bytes(Some(b'p'), &typed(b'p', &[b'k'; 200]))
+        .expect("push");
+    enc.push_bytes(Some(b'Q'), &q).expect("push");
+    enc.flush().expect("flush");
+    assert!(frames(enc.output()).iter().all(|f| f.0 == frame::VERBATIM));
+    let n = enc.pending();
+    enc.consume(n);
+    enc.session_ready();
+    enc.push_bytes(Some(b'Q'), &q).expect("push");
+    enc.flush().expect("flush");
+    assert_eq!(
+        frames(enc.output()).iter().map(|f| f.0).collect::<Vec<_>>(),
+        vec![frame::CHUNK]
+    );
+}
+
+#[test]
+fn chunks_before_the_session_is_ready_are_refused() {
+    let mut enc = LinkEncoder::new(F2B, SenderConfig::new(spec("zstd:1"))).expect("encoder");
+    enc.session_ready();
+    enc.push_bytes(Some(b'd'), &typed(b'd', &[b'a'; 300]))
+        .expect("push");
+    enc.flush().expect("flush");
+    let link = enc.output().to_vec();
+    let mut dec = LinkDecoder::new(F2B, spec("zstd:1")).expect("decoder");
+    let e = dec.decode(&link, &mut Vec::new()).expect_err("not ready");
+    assert!(matches!(e, LinkError::Unexpected { .. }), "{e}");
+    // A forged Ready frame on the frontend->backend stream is refused too.
+    let mut dec = LinkDecoder::new(F2B, spec("zstd:1")).expect("decoder");
+    let e = dec
+        .decode(&[frame::READY, 0, 0, 0, 0], &mut Vec::new())
+        .expect_err("Ready is b2f");
+    assert!(matches!(e, LinkError::Unexpected { .. }), "{e}");
+    let mut dec = LinkDecoder::new(F2B, spec("zstd:1")).expect("decoder");
+    dec.session_ready();
+    let mut out = Vec::new();
+    dec.decode(&link, &mut out)
+        .expect("ready now")
+        .expect("whole");
+    assert_eq!(out, typed(b'd', &[b'a'; 300]));
+}
+
+fn chunk_frame(raw: u32, data: &[u8]) -> Vec<u8> {
+    let mut f = vec![frame::CHUNK];
+    f.extend_from_slice(&(4 + data.len() as u32).to_be_bytes());
+    f.extend_from_slice(&raw.to_be_bytes());
+    f.extend_from_slice(data);
+    f
+}
+
+#[test]
+fn bombs_and_lies_are_errors() {
+    let zeros = vec![0u8; 4 * CHUNK_RAW_MAX];
+    let zbomb = zstd::bulk::compress(&zeros, 19).expect("zstd");
+    let lbomb = {
+        let mut enc = lz4::EncoderBuilder::new().build(Vec::new()).expect("lz4");
+        std::io::Write::write_all(&mut enc, &zeros).expect("lz4");
+        let (v, r) = enc.finish();
+        r.expect("lz4");
+        v
+    };
+    for (m, bomb) in [("zstd:1", &zbomb), ("lz4", &lbomb)] {
+        for raw in [100u32, CHUNK_RAW_MAX as u32] {
+            let mut dec = LinkDecoder::new(B2F, spec(m)).expect("decoder");
+            dec.decode(&[frame::READY, 0, 0, 0, 0], &mut Vec::new())
+                .expect("ready");
+            let mut out = Vec::new();
+            let e = dec
+                .decode(&chunk_frame(raw, bomb), &mut out)
+                .expect_err("bomb");
+            assert!(
+                matches!(e, LinkError::Decompress { offset: 5, .. }),
+                "{m}: {e}"
+            );
+            assert!(e.to_string().contains("inflates past"), "{e}");
+            assert!(out.is_empty());
+            // The stream is dead after an error.
+            assert!(dec
+                .decode(&[frame::VERBATIM, 0, 0, 0, 0], &mut out)
+                .is_err());
+        }
+        // A chunk claiming more than the cap is refused before decompressing.
+        let mut dec = LinkDecoder::new(B2F, spec(m)).expect("decoder");
+        dec.decode(&[frame::READY, 0, 0, 0, 0], &mut Vec::new())
+            .expect("ready");
+        let e = dec
+            .decode(
+                &chunk_frame(CHUNK_RAW_MAX as u32 + 1, b"x"),
+                &mut Vec::new(),
+            )
+            .expect_err("claim");
+        assert!(e.to_string().contains("outside"), "{e}");
+        // A chunk that yields less than it declares.
+        let mut enc = LinkEncoder::new(B2F, SenderConfig::new(spec(m))).expect("encoder");
+        let link = encode(&mut enc, &backend_session(20), 1000, None);
+        let fr = frames(&link);
+        let (_, payload) = fr.iter().find(|f| f.0 == frame::CHUNK).expect("a chunk");
+        let raw = u32::from_be_bytes(payload[..4].try_into().expect("4"));
+        let mut dec = LinkDecoder::new(B2F, spec(m)).expect("decoder");
+        dec.decode(&[frame::READY, 0, 0, 0, 0], &mut Vec::new())
+            .expect("ready");
+        let e = dec
+            .decode(&chunk_frame(raw + 1, &payload[4..]), &mut Vec::new())
+            .expect_err("short");
+        assert!(matches!(e, LinkError::Decompress { .. }), "{m}: {e}");
+    }
+    // Frame caps hold on the header alone.
+    let dec = LinkDecoder::new(B2F, spec("zstd:1")).expect("decoder");
+    let mut huge = vec![frame::VERBATIM];
+    huge.extend_from_slice(&(CHUNK_RAW_MAX as u32 + 1).to_be_bytes());
+    assert!(matches!(
+        dec.peek_len(&huge),
+        Err(LinkError::FrameTooLong { .. })
+    ));
+    assert!(matches!(
+        dec.peek_len(b"?"),
+        Err(LinkError::UnknownFrame {
+            frame_type: b'?',
+            ..
+        })
+    ));
+}
+
+#[test]
+fn random_link_bytes_are_errors() {
+    let mut rng = Rng(0x243f_6a88_85a3_08d3);
+    let mut errors = 0;
+    for _ in 0..3000 {
+        let n = 1 + (rng.next() % 200) as usize;
+        let mut input = rng.bytes(n);
+        let mut dec = LinkDecoder::new(B2F, spec("zstd:1")).expect("decoder");
+        // Half the inputs get past the Ready frame, so chunk payloads are exercised.
+        if input[0] & 1 == 0 {
+            dec.decode(&[frame::READY, 0, 0, 0, 0], &mut Vec::new())
+                .expect("ready");
+            input[0] = frame::CHUNK;
+            let len = (n as u32).saturating_sub(5).to_be_bytes();
+            if let Some(h) = input.get_mut(1..5) {
+                h.copy_from_slice(&len);
+            }
+        }
+        let mut out = Vec::new();
+        loop {
+            match dec.decode(&input, &mut out) {
+                Ok(Some(d)) => {
+                    assert!(out.len() <= CHUNK_RAW_MAX);
+                    input.drain(..d.consumed);
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    errors += 1;
+                    break;
+                }
+            }
+        }
+    }
+    assert!(
+        errors > 2500,
+        "only {errors} of 3000 random inputs were refused"
+    );
+}
+
+#[test]
+fn handshake_round_trip_and_refusals() {
+    let hello = Hello::new(spec("zstd:1"), spec("lz4"));
+    let mut buf = Vec::new();
+    hello.encode(&mut buf).expect("encode");
+    for cut in 0..buf.len() {
+        assert_eq!(Hello::decode(&buf[..cut]).expect("prefix"), None);
+    }
+    let (got, used) = Hello::decode(&buf).expect("ok").expect("whole");
+    assert_eq!((got.clone(), used), (hello.clone(), buf.len()));
+
+    let reply = got.answer(|_| true);
+    let mut rbuf = Vec::new();
+    reply.encode(&mut rbuf).expect("encode");
+    let (back, _) = Reply::decode(&rbuf).expect("ok").expect("whole");
+    assert_eq!(back, reply);
+    let Reply::Accept(a) = back else {
+        panic!("accepted")
+    };
+    assert_eq!(
+        (a.frontend_spec, a.backend_spec),
+        (spec("zstd:1"), spec("lz4"))
+    );
+
+    let no_zstd = got.answer(|s| s.method != codec::Method::Zstd);
+    let mut rbuf = Vec::new();
+    no_zstd.encode(&mut rbuf).expect("encode");
+    assert!(
+        matches!(Reply::decode(&rbuf).expect("ok"), Some((Reply::Refuse(r), _)) if r.contains("zstd"))
+    );
+
+    let newer = Hello {
+        min_version: 2,
+        max_version: 3,
+        ..hello
+    };
+    assert!(matches!(newer.answer(|_| true), Reply::Refuse(r) if r.contains("version")));
+
+    let mut bad = buf.clone();
+    bad[HEADER_LEN] ^= 0xff;
+    assert!(matches!(Hello::decode(&bad), Err(LinkError::Handshake(_))));
+    assert!(
+        Hello::decode(b"\x16\x03\x01\x00\x05hello").is_err(),
+        "a TLS record is not a Hello"
+    );
+    for bad_spec in ["gzip", "zstd:workers=2", "zstd:long=27", "pglz"] {
+        assert!(parse_spec(bad_spec).is_err(), "{bad_spec}");
+    }
+}
+
+#[test]
+fn large_messages_split_into_bounded_frames() {
+    // A 1 MB DataRow after the session start: every frame stays under the caps and the
+    // decoder never emits more than a chunk per call.
+    let mut s = backend_start();
+    s.extend(data_row(&[&"abcdefghij".repeat(100_000)]));
+    s.extend(data_row(&[&String::from_utf8(
+        Rng(7)
+            .bytes(300_000)
+            .iter()
+            .map(|b| b'a' + b % 26)
+            .collect(),
+    )
+    .expect("ascii")]));
+    for m in ["none", "lz4", "zstd:1"] {
+        let mut enc = LinkEncoder::new(B2F, SenderConfig::new(spec(m))).expect("encoder");
+        let link = encode(&mut enc, &s, 1000, None);
+        for (t, p) in frames(&link) {
+            assert!(p.len() <= frame::max_payload(t).expect("known") as usize);
+        }
+        let mut dec = LinkDecoder::new(B2F, spec(m)).expect("decoder");
+        let (out, _) = decode(&mut dec, &link, false);
+        assert!(out == s, "{m}");
+    }
+}
+
+#[test]
+fn encoder_and_decoder_can_move_between_threads() {
+    fn send<T: Send>() {}
+    send::<LinkEncoder>();
+    send::<LinkDecoder>();
+}
+
+#[test]
+fn a_compressed_run_takes_short_messages_across_flushes() {
+    let mut enc = LinkEncoder::new(F2B, SenderConfig::new(spec("zstd:1"))).expect("encoder");
+    enc.session_ready();
+    enc.push_bytes(Some(b'd'), &typed(b'd', &[b'x'; 20]))
+        .expect("push");
+    enc.flush().expect("flush");
+    assert_eq!(
+        frames(enc.output())[0].0,
+        frame::VERBATIM,
+        "a short message opens no run"
+    );
+    let n = enc.pending();
+    enc.consume(n);
+    enc.push_bytes(Some(b'd'), &typed(b'd', &[b'y'; 100]))
+        .expect("push");
+    enc.flush().expect("flush");
+    enc.push_bytes(Some(b'd'), &typed(b'd', &[b'z'; 20]))
+        .expect("push");
+    enc.flush().expect("flush");
+    enc.push_bytes(Some(b'c'), &typed(b'c', b"")).expect("push");
+    enc.push_bytes(Some(b'd'), &typed(b'd', &[b'w'; 20]))
+        .expect("push");
+    enc.flush().expect("flush");
+    let kinds: Vec<u8> = frames(enc.output()).iter().map(|f| f.0).collect();
+    assert_eq!(kinds, vec![frame::CHUNK, frame::CHUNK, frame::VERBATIM]);
+}
