@@ -82,6 +82,25 @@ pub enum Message<'a> {
     StreamPrepare(PreparedEnd<'a>),
 }
 
+impl Message<'_> {
+    /// The (sub)transaction xid a message inside a streamed block carries (Relation, Type,
+    /// Insert, Update, Delete, Truncate, Message); `None` outside a block and for other kinds.
+    /// A spill store files the change under the block's top-level xid
+    /// ([`Decoder::stream_xid`]) and notes this one for subtransaction aborts.
+    pub fn stream_xid(&self) -> Option<u32> {
+        match self {
+            Message::Relation(m) => m.xid,
+            Message::Type(m) => m.xid,
+            Message::Insert(m) => m.xid,
+            Message::Update(m) => m.xid,
+            Message::Delete(m) => m.xid,
+            Message::Truncate(m) => m.xid,
+            Message::Message(m) => m.xid,
+            _ => None,
+        }
+    }
+}
+
 /// Decodes pgoutput messages of one replication session, in order.
 #[derive(Debug, Clone)]
 pub struct Decoder {

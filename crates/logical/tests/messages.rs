@@ -248,6 +248,7 @@ fn dml_with_every_column_kind() {
             }
         }
         let m = pre(b'T').i32(2).u8(3).u32(1).u32(2).0;
+        assert_eq!(check(&d, &m).stream_xid(), xid);
         match check(&d, &m) {
             Message::Truncate(t) => assert_eq!((t.xid, t.options, t.relids), (xid, 3, vec![1, 2])),
             other => panic!("{other:?}"),

@@ -323,14 +323,7 @@ fn pgoutput_lines(cluster: &Cluster, version: u32, streaming: Streaming) -> (Vec
                 let Some(line) = r.change(other) else {
                     continue;
                 };
-                let change_xid = match other {
-                    Message::Insert(i) => i.xid,
-                    Message::Update(u) => u.xid,
-                    Message::Delete(d) => d.xid,
-                    Message::Truncate(t) => t.xid,
-                    Message::Message(m) => m.xid,
-                    _ => None,
-                };
+                let change_xid = other.stream_xid();
                 match (dec.stream_xid(), &mut current) {
                     (Some(top), _) => {
                         let sub = change_xid.expect("changes in a stream carry their xid");
