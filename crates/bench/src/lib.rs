@@ -10,12 +10,14 @@
 
 pub mod archive;
 pub mod demo;
+mod error;
 pub mod read;
 pub mod runs;
 pub mod sys;
 pub mod timing;
 pub mod wal;
 
+pub use error::{Error, Result};
 pub use timing::Timing;
 
 /// Hears what a long run is doing, for progress output; also asked whether to stop.
@@ -32,16 +34,10 @@ pub trait Progress {
     }
 }
 
-/// The error a run ends with when [`Progress::cancelled`] says so.
-#[derive(Debug, thiserror::Error)]
-#[error("interrupted")]
-#[non_exhaustive]
-pub struct Cancelled;
-
-/// Fails with [`Cancelled`] when the user asked to stop.
-pub fn check_cancelled(p: &dyn Progress) -> anyhow::Result<()> {
+/// Fails with [`Error::Cancelled`] when the user asked to stop.
+pub fn check_cancelled(p: &dyn Progress) -> Result<()> {
     if p.cancelled() {
-        return Err(Cancelled.into());
+        return Err(Error::Cancelled);
     }
     Ok(())
 }
