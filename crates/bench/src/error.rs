@@ -118,9 +118,14 @@ pub enum Error {
         /// Where it was found.
         bindir: PathBuf,
     },
-    /// The cluster's WAL segments are not the size the command measures.
-    #[error("the cluster's WAL segments are {0} bytes, not 16 MB")]
-    SegmentSize(u64),
+    /// The cluster's WAL segments are not the size asked for.
+    #[error("the cluster's WAL segments are {found} bytes, not the {asked_mb} MB asked for")]
+    SegmentSize {
+        /// The size the server reports, in bytes.
+        found: u64,
+        /// The size asked for, in MB.
+        asked_mb: u32,
+    },
     /// The WAL to read was written by another major version than the installed pg_waldump's.
     #[error(
         "this WAL was written by PostgreSQL {wal} but the installed pg_waldump is {installed}'s: it reads only its own version"

@@ -16,6 +16,9 @@ use wal::source::SegmentSet;
 use wal::stats::WalStats;
 use wal::{DecoderOptions, ImageMethod, Lsn, SegmentName, Stop};
 
+/// PostgreSQL's default WAL segment size in MB, which the demo and `bench wal` use.
+pub const DEFAULT_SEGMENT_MB: u32 = 16;
+
 /// How long the archiver may take to copy a run's segments.
 const ARCHIVE_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -78,10 +81,11 @@ impl Server {
 
 /// Starts a throwaway cluster for isolated runs: every segment archived, and nothing
 /// but the runs writing between a run's checkpoint and its final switch (no
-/// autovacuum, no timed checkpoints).
-pub fn start_cluster(install: pgtest::PgInstall) -> Result<(Cluster, Server)> {
+/// autovacuum, no timed checkpoints). Its WAL segments are `segment_mb` MB (`initdb --wal-segsize`).
+pub fn start_cluster(install: pgtest::PgInstall, segment_mb: u32) -> Result<(Cluster, Server)> {
     let cluster = Cluster::builder()
         .install(install)
+        .wal_segsize_mb(segment_mb)
         .archive_dir(true)
         .guc("autovacuum", "off")
         .guc("checkpoint_timeout", "1h")

@@ -6,7 +6,7 @@
 //! first time it touches a page and its WAL sits alone in its own archived segments, as in `pgcompress demo`.
 
 use crate::error::{Context, Error, Result};
-use crate::runs::{guc_value, isolated_run, parse_tps, start_cluster, Server};
+use crate::runs::{guc_value, isolated_run, parse_tps, start_cluster, Server, DEFAULT_SEGMENT_MB};
 use crate::sys::{postmaster_pid, server_cpu_s};
 use codec::{Method, Spec};
 use pgtest::greenplum::{self, Run, Setup, Workload};
@@ -119,7 +119,7 @@ pub fn run(o: &Options) -> Result<Report> {
         install.major(),
         install.bindir().display()
     );
-    let (cluster, server) = start_cluster(install)?;
+    let (cluster, server) = start_cluster(install, DEFAULT_SEGMENT_MB)?;
     let mut out = Vec::new();
     for w in &workloads {
         out.push(

@@ -1,4 +1,4 @@
-//! The corpora: full 16 MB segments that one workload alone wrote, with `wal_compression = off`.
+//! The corpora: full segments that one workload alone wrote, with `wal_compression = off`.
 
 use super::tools::mkdir_for_server;
 use crate::error::{Error, IoContext, Result};

@@ -3,7 +3,7 @@
 //!
 //! The command writes its own corpora on a throwaway cluster with `wal_compression = off` (pgbench tpcb-like
 //! after a checkpoint, and English-like prose rows with [`pgtest::workload::prose_round`]), each a run of full
-//! 16 MB segments that the workload alone wrote. It creates a pgBackRest stanza per compress type against that
+//! segments (16 MB unless [`Options::segment_mb`] says otherwise) that the workload alone wrote. It creates a pgBackRest stanza per compress type against that
 //! same cluster (pgBackRest checks the system identifier in every segment it archives), stops the server, and
 //! then archives and restores every segment with every tool, one process per file exactly as
 //! `archive_command` and `restore_command` would run them, the tools taking turns in an order that changes
@@ -38,8 +38,11 @@ pub const DEFAULT_METHODS: &str = "default,xz:1";
 /// What to measure.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Segments of 16 MB in each corpus.
+    /// Segments in each corpus.
     pub segments: u32,
+    /// WAL segment size of the throwaway cluster in MB (`initdb --wal-segsize`: a power of two from 1 to
+    /// 1024); PostgreSQL's default is 16.
+    pub segment_mb: u32,
     /// Which corpora to write and measure.
     pub corpus: Corpora,
     /// pgcompress settings to measure, separated by commas: `default` (archive push without --method) or a
@@ -117,10 +120,13 @@ pub fn run(a: &Options) -> Result<Report> {
         install.major(),
         install.bindir().display()
     );
-    let (cluster, server) = start_cluster(install)?;
+    let (cluster, server) = start_cluster(install, a.segment_mb)?;
     cluster.set_guc_and_reload("wal_compression", "off")?;
-    if server.seg_size != 16 << 20 {
-        return Err(Error::SegmentSize(server.seg_size));
+    if server.seg_size != u64::from(a.segment_mb) << 20 {
+        return Err(Error::SegmentSize {
+            found: server.seg_size,
+            asked_mb: a.segment_mb,
+        });
     }
     let mut corpora = Vec::new();
     if a.corpus != Corpora::Text {

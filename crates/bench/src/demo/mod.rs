@@ -6,7 +6,7 @@ mod report;
 pub use report::{ArchiveComparison, Demo, RunResult, StoredBy, Workload};
 
 use crate::error::{Context, Error, IoContext, Result};
-use crate::runs::{guc_value, isolated_run, parse_tps, start_cluster, Server};
+use crate::runs::{guc_value, isolated_run, parse_tps, start_cluster, Server, DEFAULT_SEGMENT_MB};
 use crate::{check_cancelled, Progress};
 use pgtest::{Cluster, PgInstall};
 use std::path::{Path, PathBuf};
@@ -70,7 +70,7 @@ pub fn compare(a: &Options, p: &dyn Progress) -> Result<Demo> {
         install.major(),
         install.bindir().display()
     ));
-    let (cluster, server) = start_cluster(install)?;
+    let (cluster, server) = start_cluster(install, DEFAULT_SEGMENT_MB)?;
     check_cancelled(p)?;
 
     p.step(format!("loading the pgbench tables, scale {}", a.scale));
