@@ -2,8 +2,9 @@
 //! once per `wal_compression` setting, our tools timed against their peers in the same run, and the reports
 //! of what was measured.
 //!
-//! Every entry point takes a plain options struct and returns a report value; each report type derives
-//! `Serialize` (the JSON output is that serialization) and has one text renderer. The `pgcompress` binary
+//! Every entry point takes a plain options struct and returns a report value or an [`Error`] (typed, its
+//! cause kept as the source); each report type derives `Serialize` (the JSON output is that serialization)
+//! and has one text renderer. The `pgcompress` binary
 //! parses arguments into the options, shows progress and prints the report.
 
 #![deny(missing_docs)]
