@@ -2,20 +2,23 @@
 //! once per `wal_compression` setting, our tools timed against their peers in the same run, and the reports
 //! of what was measured.
 //!
-//! Every entry point takes a plain options struct and returns a report value; each report type derives
-//! `Serialize` (the JSON output is that serialization) and has one text renderer. The `pgcompress` binary
+//! Every entry point takes a plain options struct and returns a report value or an [`Error`] (typed, its
+//! cause kept as the source); each report type derives `Serialize` (the JSON output is that serialization)
+//! and has one text renderer. The `pgcompress` binary
 //! parses arguments into the options, shows progress and prints the report.
 
 #![deny(missing_docs)]
 
 pub mod archive;
 pub mod demo;
+mod error;
 pub mod read;
 pub mod runs;
 pub mod sys;
 pub mod timing;
 pub mod wal;
 
+pub use error::{Error, Result};
 pub use timing::Timing;
 
 /// Hears what a long run is doing, for progress output; also asked whether to stop.
@@ -32,16 +35,10 @@ pub trait Progress {
     }
 }
 
-/// The error a run ends with when [`Progress::cancelled`] says so.
-#[derive(Debug, thiserror::Error)]
-#[error("interrupted")]
-#[non_exhaustive]
-pub struct Cancelled;
-
-/// Fails with [`Cancelled`] when the user asked to stop.
-pub fn check_cancelled(p: &dyn Progress) -> anyhow::Result<()> {
+/// Fails with [`Error::Cancelled`] when the user asked to stop.
+pub fn check_cancelled(p: &dyn Progress) -> Result<()> {
     if p.cancelled() {
-        return Err(Cancelled.into());
+        return Err(Error::Cancelled);
     }
     Ok(())
 }

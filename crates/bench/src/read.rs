@@ -1,7 +1,7 @@
 //! `pgcompress bench read`: `pgcompress wal stats` against `pg_waldump --stats` on the same segments.
 
+use crate::error::{Error, IoContext, Result};
 use crate::timing::{measure, median, Timing};
-use anyhow::{bail, Context};
 use pgtest::{Cluster, PgInstall};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -66,7 +66,7 @@ pub struct Report {
 /// Writes about `mb` MB of WAL in 16 MB segments on a throwaway cluster (pgbench
 /// tpcb-like after a checkpoint, so full-page images and records mix as in
 /// production) and copies the archived segments into `dest`.
-fn make_wal(mb: u64, dest: &Path) -> anyhow::Result<Vec<PathBuf>> {
+fn make_wal(mb: u64, dest: &Path) -> Result<Vec<PathBuf>> {
     eprintln!("bench: writing about {mb} MB of WAL on a throwaway cluster...");
     let cluster = Cluster::builder()
         .archive_dir(true)
@@ -74,10 +74,14 @@ fn make_wal(mb: u64, dest: &Path) -> anyhow::Result<Vec<PathBuf>> {
         .start()?;
     cluster.pgbench_init(10)?;
     cluster.checkpoint()?;
-    let position = || -> anyhow::Result<u64> {
-        Ok(cluster
-            .query_one("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn")?
-            .parse()?)
+    let position = || -> Result<u64> {
+        let sql = "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn";
+        let text = cluster.query_one(sql)?;
+        text.trim().parse().map_err(|_| Error::Parse {
+            what: sql.into(),
+            text,
+            expected: "a byte position",
+        })
     };
     let start = position()?;
     let mut seed = 1;
@@ -97,8 +101,10 @@ fn make_wal(mb: u64, dest: &Path) -> anyhow::Result<Vec<PathBuf>> {
     cluster.wait_for_archived(&last, Duration::from_secs(120))?;
     let mut files = Vec::new();
     for f in cluster.archived_segments()? {
-        let d = dest.join(f.file_name().context("segment name")?);
-        std::fs::copy(&f, &d)?;
+        let d = dest.join(f.file_name().ok_or(Error::Internal(
+            "an archived segment path without a file name",
+        ))?);
+        std::fs::copy(&f, &d).io(|| format!("copying {} to {}", f.display(), d.display()))?;
         files.push(d);
     }
     files.sort();
@@ -106,9 +112,9 @@ fn make_wal(mb: u64, dest: &Path) -> anyhow::Result<Vec<PathBuf>> {
 }
 
 /// Runs the comparison: checks that both tools print the same table, then times them in turn.
-pub fn run(o: &Options) -> anyhow::Result<Report> {
+pub fn run(o: &Options) -> Result<Report> {
     let install = PgInstall::find()?;
-    let tmp = tempfile::tempdir()?;
+    let tmp = tempfile::tempdir().io(|| "creating a temporary directory for the WAL".into())?;
     let files = if o.paths.is_empty() {
         make_wal(o.wal_mb, tmp.path())?
     } else {
@@ -116,15 +122,14 @@ pub fn run(o: &Options) -> anyhow::Result<Report> {
     };
     let set = wal::source::SegmentSet::from_paths(&files)?;
     if set.geometry.version.major() != install.major() {
-        bail!(
-            "this WAL was written by PostgreSQL {} but the installed pg_waldump is {}'s: it reads only its own version",
-            set.geometry.version,
-            install.major()
-        );
+        return Err(Error::WalVersion {
+            wal: set.geometry.version.to_string(),
+            installed: install.major(),
+        });
     }
     let dir = files[0]
         .parent()
-        .context("segment directory")?
+        .ok_or(Error::Internal("a segment path without a directory"))?
         .display()
         .to_string();
     let name = |p: &PathBuf| {
@@ -140,7 +145,7 @@ pub fn run(o: &Options) -> anyhow::Result<Report> {
         "-p".into(),
         dir,
         name(&files[0]),
-        name(files.last().context("last segment")?),
+        name(files.last().ok_or(Error::Internal("no segment"))?),
     ];
     let mut ours = vec![me, "wal".into(), "stats".into()];
     ours.extend(files.iter().map(|f| f.display().to_string()));
@@ -148,12 +153,22 @@ pub fn run(o: &Options) -> anyhow::Result<Report> {
     ours1.extend(["--threads".into(), "1".into()]);
 
     // Same work: our table must be pg_waldump's.
-    let peer_out = Command::new(&peer[0]).args(&peer[1..]).output()?;
-    let our_out = Command::new(&ours[0]).args(&ours[1..]).output()?;
+    let output = |cmd: &[String]| {
+        Command::new(&cmd[0])
+            .args(&cmd[1..])
+            .output()
+            .map_err(|source| Error::Spawn {
+                what: "comparing the outputs".into(),
+                program: cmd[0].clone(),
+                source,
+            })
+    };
+    let peer_out = output(&peer)?;
+    let our_out = output(&ours)?;
     let agree = String::from_utf8_lossy(&our_out.stdout)
         .starts_with(&*String::from_utf8_lossy(&peer_out.stdout));
     if !agree {
-        bail!("pgcompress and pg_waldump disagree on this WAL; not timing different work");
+        return Err(Error::OutputsDisagree);
     }
     let bytes = set.total_bytes();
     eprintln!(

@@ -8,13 +8,16 @@
 //! the work, switches again, waits for the archiver, and reads and verifies exactly
 //! the run's segments.
 
-use anyhow::{bail, Context};
+use crate::error::{Context, Error, Result};
 use pgtest::Cluster;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use wal::source::SegmentSet;
 use wal::stats::WalStats;
 use wal::{DecoderOptions, ImageMethod, Lsn, SegmentName, Stop};
+
+/// PostgreSQL's default WAL segment size in MB, which the demo and `bench wal` use.
+pub const DEFAULT_SEGMENT_MB: u32 = 16;
 
 /// How long the archiver may take to copy a run's segments.
 const ARCHIVE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -35,21 +38,42 @@ pub struct Server {
 
 impl Server {
     /// Reads the facts from a running cluster started with an archive directory.
-    pub fn describe(cluster: &Cluster) -> anyhow::Result<Server> {
-        let number = |sql: &str| -> anyhow::Result<u64> {
+    pub fn describe(cluster: &Cluster) -> Result<Server> {
+        let number = |sql: &str, expected: &'static str| -> Result<u64> {
             let text = cluster.query_one(sql)?;
-            text.trim()
-                .parse()
-                .with_context(|| format!("{sql} returned {text:?}, expected a number"))
+            text.trim().parse().map_err(|_| Error::Parse {
+                what: sql.to_string(),
+                text: text.clone(),
+                expected,
+            })
         };
+        let tli_sql = "SELECT timeline_id FROM pg_control_checkpoint()";
+        let blcksz_sql = "SHOW block_size";
         Ok(Server {
             version: cluster.query_one("SHOW server_version")?,
-            tli: u32::try_from(number("SELECT timeline_id FROM pg_control_checkpoint()")?)?,
-            seg_size: number("SELECT pg_size_bytes(current_setting('wal_segment_size'))")?,
-            blcksz: usize::try_from(number("SHOW block_size")?)?,
+            tli: number(tli_sql, "a 32-bit timeline")?
+                .try_into()
+                .map_err(|_| Error::Parse {
+                    what: tli_sql.into(),
+                    text: "a number above 2^32".into(),
+                    expected: "a 32-bit timeline",
+                })?,
+            seg_size: number(
+                "SELECT pg_size_bytes(current_setting('wal_segment_size'))",
+                "a number",
+            )?,
+            blcksz: usize::try_from(number(blcksz_sql, "a block size")?).map_err(|_| {
+                Error::Parse {
+                    what: blcksz_sql.into(),
+                    text: "a number too large for this machine".into(),
+                    expected: "a block size",
+                }
+            })?,
             archive: cluster
                 .archive_dir()
-                .context("the cluster was started without an archive directory")?
+                .ok_or(Error::Internal(
+                    "the cluster was started without an archive directory",
+                ))?
                 .to_path_buf(),
         })
     }
@@ -57,10 +81,11 @@ impl Server {
 
 /// Starts a throwaway cluster for isolated runs: every segment archived, and nothing
 /// but the runs writing between a run's checkpoint and its final switch (no
-/// autovacuum, no timed checkpoints).
-pub fn start_cluster(install: pgtest::PgInstall) -> anyhow::Result<(Cluster, Server)> {
+/// autovacuum, no timed checkpoints). Its WAL segments are `segment_mb` MB (`initdb --wal-segsize`).
+pub fn start_cluster(install: pgtest::PgInstall, segment_mb: u32) -> Result<(Cluster, Server)> {
     let cluster = Cluster::builder()
         .install(install)
+        .wal_segsize_mb(segment_mb)
         .archive_dir(true)
         .guc("autovacuum", "off")
         .guc("checkpoint_timeout", "1h")
@@ -106,8 +131,8 @@ pub fn isolated_run<T>(
     m: ImageMethod,
     (template_db, run_db): (&str, &str),
     step: &dyn Fn(String),
-    work: impl FnOnce() -> anyhow::Result<T>,
-) -> anyhow::Result<Isolated<T>> {
+    work: impl FnOnce() -> Result<T>,
+) -> Result<Isolated<T>> {
     let setting = guc_value(m);
     step(format!("{setting}: fresh copy of the data"));
     cluster.psql(&format!("DROP DATABASE IF EXISTS {run_db}"))?;
@@ -123,7 +148,10 @@ pub fn isolated_run<T>(
         })?;
     let shown = cluster.query_one("SHOW wal_compression")?;
     if shown != setting {
-        bail!("SHOW wal_compression says {shown:?} after setting it to {setting:?}");
+        return Err(Error::SettingNotShown {
+            shown,
+            set: setting,
+        });
     }
     step(format!("{setting}: checkpoint and switch to a new segment"));
     cluster.checkpoint()?;
@@ -172,7 +200,7 @@ pub fn isolated_run<T>(
 
 /// Reads a run's segments into statistics, verifies them, and checks that the images
 /// were stored the way the setting says. Returns the statistics and the record count.
-fn read_run(paths: &[PathBuf], blcksz: usize, m: ImageMethod) -> anyhow::Result<(WalStats, u64)> {
+fn read_run(paths: &[PathBuf], blcksz: usize, m: ImageMethod) -> Result<(WalStats, u64)> {
     let set = SegmentSet::from_paths(paths)?;
     let opts = DecoderOptions {
         blcksz,
@@ -181,10 +209,10 @@ fn read_run(paths: &[PathBuf], blcksz: usize, m: ImageMethod) -> anyhow::Result<
     let mut stats = WalStats::new(set.geometry, blcksz);
     let summary = set.read(opts, |r, _| stats.add(r))?;
     if let Stop::Invalid(e) = &summary.stop {
-        bail!("the run's WAL ends before its last segment does: {e}");
+        return Err(Error::WalEndsEarly(e.clone()));
     }
     if let Err(c) = wal::verify::verify(&set, opts, 2)? {
-        bail!("the run's WAL is not sound: {c}");
+        return Err(Error::WalUnsound(c.to_string()));
     }
     // Images the compressor could not shrink are stored raw, so `none` may appear in
     // every run; any other method, or none of the chosen one, means the setting did
@@ -192,28 +220,29 @@ fn read_run(paths: &[PathBuf], blcksz: usize, m: ImageMethod) -> anyhow::Result<
     for other in ImageMethod::ALL {
         let count = stats.images[other.index()].count;
         if other != m && other != ImageMethod::None && count > 0 {
-            bail!(
-                "{count} image(s) stored with {} while wal_compression = {}",
-                other.name(),
-                guc_value(m)
-            );
+            return Err(Error::OtherMethod {
+                count,
+                found: other.name(),
+                setting: guc_value(m),
+            });
         }
     }
     if m != ImageMethod::None && stats.total().fpi_count > 0 && stats.images[m.index()].count == 0 {
-        bail!(
-            "no image stored with {} although wal_compression = {}",
-            m.name(),
-            guc_value(m)
-        );
+        return Err(Error::NoImageWithMethod {
+            method: m.name(),
+            setting: guc_value(m),
+        });
     }
     Ok((stats, summary.records))
 }
 
 /// Parses an LSN as PostgreSQL prints it.
-pub fn lsn(text: &str) -> anyhow::Result<Lsn> {
-    text.trim()
-        .parse()
-        .map_err(|e: String| anyhow::anyhow!("{e}"))
+pub fn lsn(text: &str) -> Result<Lsn> {
+    text.trim().parse().map_err(|_: String| Error::Parse {
+        what: "the server".into(),
+        text: text.to_string(),
+        expected: "an LSN such as 16/B374D848",
+    })
 }
 
 /// The `tps = ...` figure of pgbench's summary.

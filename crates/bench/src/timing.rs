@@ -1,5 +1,6 @@
 //! Wall and CPU time of child processes, and the statistics the reports take of them.
 
+use crate::error::{Error, IoContext, Result};
 use serde::Serialize;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -38,9 +39,10 @@ pub fn median(mut v: Vec<f64>) -> f64 {
 
 /// Runs `cmd[0]` with the rest as arguments to completion, its output discarded, and times it. An exit
 /// status above 1 is a failure (pg_waldump exits 1 when the WAL ends inside the last file).
-pub fn measure(cmd: &[String]) -> anyhow::Result<Timing> {
-    use anyhow::Context;
-    let program = cmd.first().context("an empty command line")?;
+pub fn measure(cmd: &[String]) -> Result<Timing> {
+    let program = cmd
+        .first()
+        .ok_or(Error::Internal("an empty command line"))?;
     let cpu0 = children_cpu();
     let t = Instant::now();
     let status = Command::new(program)
@@ -48,10 +50,18 @@ pub fn measure(cmd: &[String]) -> anyhow::Result<Timing> {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
-        .with_context(|| format!("cannot run {program}"))?;
+        .map_err(|source| Error::Spawn {
+            what: cmd.join(" "),
+            program: program.clone(),
+            source,
+        })?;
     let wall = t.elapsed().as_secs_f64();
     if status.code().is_none_or(|c| c > 1) {
-        anyhow::bail!("{} failed: {status}", cmd.join(" "));
+        return Err(Error::Failed {
+            what: cmd.join(" "),
+            status,
+            stderr: "its standard error was not kept; run the command by hand to see it".into(),
+        });
     }
     Ok(Timing {
         wall,
@@ -62,36 +72,38 @@ pub fn measure(cmd: &[String]) -> anyhow::Result<Timing> {
 /// Runs `cmd` as the server user (when we are root), its standard output into `stdout` when given, and times
 /// it, file creation included (the shell of an archive_command opens that file too). Fails on a non-zero exit
 /// with the first line the program printed on stderr.
-pub fn timed(mut cmd: Command, stdout: Option<&Path>, what: &str) -> anyhow::Result<Timing> {
-    use anyhow::Context;
+pub fn timed(mut cmd: Command, stdout: Option<&Path>, what: &str) -> Result<Timing> {
     pgtest::run::as_server_user(&mut cmd)?;
     cmd.stdin(Stdio::null()).stderr(Stdio::piped());
     let cpu0 = children_cpu();
     let began = Instant::now();
     match stdout {
         Some(p) => {
-            let f =
-                std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
+            let f = std::fs::File::create(p).io(|| format!("{what}: creating {}", p.display()))?;
             cmd.stdout(f);
         }
         None => {
             cmd.stdout(Stdio::null());
         }
     }
-    let out = cmd
-        .output()
-        .with_context(|| format!("{what}: cannot run {}", cmd.get_program().to_string_lossy()))?;
+    let out = cmd.output().map_err(|source| Error::Spawn {
+        what: what.to_string(),
+        program: cmd.get_program().to_string_lossy().into_owned(),
+        source,
+    })?;
     let wall = began.elapsed().as_secs_f64();
     let cpu = children_cpu() - cpu0;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
-        anyhow::bail!(
-            "{what} failed ({}): {}",
-            out.status,
-            err.lines()
+        return Err(Error::Failed {
+            what: what.to_string(),
+            status: out.status,
+            stderr: err
+                .lines()
                 .find(|l| !l.trim().is_empty())
                 .unwrap_or("no message")
-        );
+                .to_string(),
+        });
     }
     Ok(Timing { wall, cpu })
 }

@@ -5,9 +5,9 @@
 //! template loaded once), then a checkpoint and a segment switch, so each run writes a full-page image the
 //! first time it touches a page and its WAL sits alone in its own archived segments, as in `pgcompress demo`.
 
-use crate::runs::{guc_value, isolated_run, parse_tps, start_cluster, Server};
+use crate::error::{Context, Error, Result};
+use crate::runs::{guc_value, isolated_run, parse_tps, start_cluster, Server, DEFAULT_SEGMENT_MB};
 use crate::sys::{postmaster_pid, server_cpu_s};
-use anyhow::{bail, Context};
 use codec::{Method, Spec};
 use pgtest::greenplum::{self, Run, Setup, Workload};
 use pgtest::{Cluster, PgInstall};
@@ -102,21 +102,24 @@ pub struct Measured {
 }
 
 /// Runs the benchmark on a throwaway cluster.
-pub fn run(o: &Options) -> anyhow::Result<Report> {
+pub fn run(o: &Options) -> Result<Report> {
     let workloads = select(o)?;
     let install = PgInstall::find().context("bench wal runs a throwaway PostgreSQL 15+ server")?;
     if install.major() < 15 {
-        bail!(
-            "PostgreSQL {} found; bench wal needs 15 or later (wal_compression = lz4 and zstd)",
-            install.major()
-        );
+        return Err(Error::ServerTooOld {
+            command: "bench wal",
+            found: install.major(),
+            need: 15,
+            why: "wal_compression = lz4 and zstd",
+            bindir: install.bindir().to_path_buf(),
+        });
     }
     eprintln!(
         "bench wal: starting PostgreSQL {} from {}",
         install.major(),
         install.bindir().display()
     );
-    let (cluster, server) = start_cluster(install)?;
+    let (cluster, server) = start_cluster(install, DEFAULT_SEGMENT_MB)?;
     let mut out = Vec::new();
     for w in &workloads {
         out.push(
@@ -135,7 +138,7 @@ pub fn run(o: &Options) -> anyhow::Result<Report> {
 ///
 /// The study's names contain ", " themselves, so the list is split at commas and the pieces joined again
 /// until they spell a name.
-fn select(a: &Options) -> anyhow::Result<Vec<Workload>> {
+fn select(a: &Options) -> Result<Vec<Workload>> {
     let Some(list) = &a.workloads else {
         return Ok(greenplum::all(a.scale));
     };
@@ -152,20 +155,16 @@ fn select(a: &Options) -> anyhow::Result<Vec<Workload>> {
         }
     }
     if !pending.is_empty() || out.is_empty() {
-        bail!(
-            "no workload named {pending:?}; choose from: {}",
-            greenplum::NAMES.map(|n| format!("{n:?}")).join(", ")
-        );
+        return Err(Error::UnknownWorkload {
+            name: pending,
+            choices: greenplum::NAMES.map(|n| format!("{n:?}")).join(", "),
+        });
     }
     Ok(out)
 }
 
 /// Loads the template, runs every setting, then asks the advisor about the `off` run.
-fn one_workload(
-    cluster: &Cluster,
-    server: &Server,
-    w: &Workload,
-) -> anyhow::Result<WorkloadReport> {
+fn one_workload(cluster: &Cluster, server: &Server, w: &Workload) -> Result<WorkloadReport> {
     eprintln!("bench wal: {}: loading the template database", w.name);
     cluster.psql(&format!("DROP DATABASE IF EXISTS {RUN_DB}"))?;
     cluster.psql(&format!("DROP DATABASE IF EXISTS {TEMPLATE_DB}"))?;
@@ -177,7 +176,7 @@ fn one_workload(
         Setup::PgbenchInit { scale } => {
             cluster.pgbench(&["-i", "-q", "-s", &scale.to_string(), TEMPLATE_DB])?;
         }
-        _ => bail!("unknown setup"),
+        _ => return Err(Error::UnsupportedWorkload(w.name)),
     }
     let mut runs = Vec::new();
     for m in SETTINGS {
@@ -239,12 +238,7 @@ fn one_workload(
 }
 
 /// One setting of one workload, alone in its segments, with the server's CPU.
-fn one_run(
-    cluster: &Cluster,
-    server: &Server,
-    w: &Workload,
-    m: ImageMethod,
-) -> anyhow::Result<Measured> {
+fn one_run(cluster: &Cluster, server: &Server, w: &Workload, m: ImageMethod) -> Result<Measured> {
     let setting = guc_value(m);
     let postmaster = postmaster_pid(&cluster.data_dir());
     let step = |s: String| eprintln!("bench wal: {}: {s}", w.name);
@@ -262,7 +256,7 @@ fn one_run(
                 let out = cluster.pgbench(&["-n", "-c", "1", "-t", &t, &seed, RUN_DB])?;
                 (f64::from(*transactions), out)
             }
-            _ => bail!("unknown run"),
+            _ => return Err(Error::UnsupportedWorkload(w.name)),
         };
         // The backend exits with its client; once the postmaster reaps it, its CPU shows in cutime.
         std::thread::sleep(Duration::from_millis(50));

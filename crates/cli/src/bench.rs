@@ -58,6 +58,7 @@ fn wal(a: BenchWalArgs) -> anyhow::Result<ExitCode> {
 fn archive(a: BenchArchiveArgs) -> anyhow::Result<ExitCode> {
     let report = bench::archive::run(&bench::archive::Options {
         segments: a.segments,
+        segment_mb: a.segment_size,
         corpus: a.corpus.into(),
         methods: a.methods,
         keep_corpus: a.keep_corpus,

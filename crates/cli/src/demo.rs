@@ -41,7 +41,8 @@ pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
     };
     let result = bench::demo::compare(&options, &progress);
     progress.finish();
-    if INTERRUPTED.load(Ordering::SeqCst) {
+    let cancelled = matches!(&result, Err(e) if e.is_cancelled());
+    if cancelled || INTERRUPTED.load(Ordering::SeqCst) {
         eprintln!("pgcompress: interrupted; the temporary cluster was stopped and deleted");
         return Ok(ExitCode::from(EXIT_INTERRUPTED));
     }

@@ -1,6 +1,10 @@
 //! `pgcompress bench archive` end to end: both corpora written on a real throwaway PostgreSQL, every tool
 //! (pgcompress, pgBackRest, gzip, zstd, xz) pushing and restoring every segment. Checks the structure and the
 //! arithmetic of the report, never a timing.
+//!
+//! The cluster has 1 MB segments (`--segment-size 1`): the code path is the one 16 MB segments take, and
+//! `xz -6`, which needs about 30 CPU seconds for one 16 MB segment of the text corpus, would otherwise
+//! take most of the CI budget.
 
 use serde_json::Value;
 use std::process::Command;
@@ -33,6 +37,9 @@ fn u(v: &Value, k: &str) -> u64 {
         .unwrap_or_else(|| panic!("{k} missing or not an integer in {v}"))
 }
 
+/// The segment size of the test's cluster, in MB.
+const SEGMENT_MB: u64 = 1;
+
 #[test]
 fn bench_archive_measures_every_tool_on_both_corpora() {
     let out = Command::new(env!("CARGO_BIN_EXE_pgcompress"))
@@ -41,6 +48,8 @@ fn bench_archive_measures_every_tool_on_both_corpora() {
             "archive",
             "--segments",
             "2",
+            "--segment-size",
+            "1",
             "--methods",
             "default,lz4",
             "--rounds",
@@ -57,7 +66,8 @@ fn bench_archive_measures_every_tool_on_both_corpora() {
             String::from_utf8_lossy(&out.stdout)
         )
     });
-    assert_eq!(u(&doc, "segment_size"), 16 << 20);
+    let seg = SEGMENT_MB << 20;
+    assert_eq!(u(&doc, "segment_size"), seg);
     // Two rounds: every tool pushed each segment again after what it stored was deleted (pgBackRest
     // refuses nothing and stores the same file again), and the steal share is a share.
     assert_eq!(u(&doc, "rounds"), 2);
@@ -80,7 +90,7 @@ fn bench_archive_measures_every_tool_on_both_corpora() {
         let name = c["name"].as_str().unwrap_or("");
         let segments = if name == "all" { 4 } else { 2 };
         assert_eq!(u(c, "segments"), segments, "{name}");
-        assert_eq!(u(c, "original_bytes"), segments * (16 << 20), "{name}");
+        assert_eq!(u(c, "original_bytes"), segments * seg, "{name}");
         let results = c["results"].as_array().expect("results");
         let labels: Vec<&str> = results.iter().filter_map(|r| r["tool"].as_str()).collect();
         assert_eq!(labels, expected, "{name}");
@@ -153,5 +163,20 @@ fn bench_archive_refuses_a_bad_method_list() {
         assert!(out.stdout.is_empty(), "{methods}");
         assert_eq!(stderr.trim().lines().count(), 1, "{methods}: {stderr}");
         assert!(stderr.contains("--methods"), "{methods}: {stderr}");
+    }
+}
+
+#[test]
+fn bench_archive_refuses_a_segment_size_initdb_refuses() {
+    for size in ["0", "3", "2048", "16MB"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_pgcompress"))
+            .args(["bench", "archive", "--segment-size", size])
+            .output()
+            .expect("pgcompress runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{size}: {stderr}");
+        assert!(out.stdout.is_empty(), "{size}");
+        assert!(stderr.contains("--segment-size"), "{size}: {stderr}");
+        assert!(stderr.contains("power of two"), "{size}: {stderr}");
     }
 }

@@ -1,8 +1,8 @@
-//! The corpora: full 16 MB segments that one workload alone wrote, with `wal_compression = off`.
+//! The corpora: full segments that one workload alone wrote, with `wal_compression = off`.
 
 use super::tools::mkdir_for_server;
+use crate::error::{Error, IoContext, Result};
 use crate::runs::{lsn, Server};
-use anyhow::Context;
 use pgtest::Cluster;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -30,8 +30,8 @@ fn isolate(
     n: u32,
     root: &Path,
     name: &str,
-    mut chunk: impl FnMut(u32) -> anyhow::Result<()>,
-) -> anyhow::Result<Vec<PathBuf>> {
+    mut chunk: impl FnMut(u32) -> Result<()>,
+) -> Result<Vec<PathBuf>> {
     cluster.switch_wal()?;
     let start = lsn(&cluster.query_one("SELECT pg_current_wal_insert_lsn()")?)?;
     let first = SegmentName::containing(server.tli, start, server.seg_size);
@@ -61,7 +61,9 @@ fn isolate(
             .file_name(server.seg_size)
         })
         .collect();
-    let last = names.last().context("no segment")?;
+    let last = names
+        .last()
+        .ok_or(Error::Internal("a corpus of no segment"))?;
     cluster.wait_for_archived(last, ARCHIVE_TIMEOUT)?;
     let dir = root.join(name);
     mkdir_for_server(&dir)?;
@@ -69,7 +71,7 @@ fn isolate(
     for n in &names {
         let to = dir.join(n);
         std::fs::copy(server.archive.join(n), &to)
-            .with_context(|| format!("copying segment {n} of the {name} corpus"))?;
+            .io(|| format!("copying segment {n} of the {name} corpus"))?;
         pgtest::run::chown_to_server_user(&to)?;
         out.push(to);
     }
@@ -82,7 +84,7 @@ pub(crate) fn pgbench_corpus(
     server: &Server,
     n: u32,
     root: &Path,
-) -> anyhow::Result<Corpus> {
+) -> Result<Corpus> {
     eprintln!("bench archive: pgbench corpus: pgbench -i -s {PGBENCH_SCALE}, then a checkpoint");
     cluster.pgbench_init(PGBENCH_SCALE)?;
     cluster.checkpoint()?;
@@ -109,7 +111,7 @@ pub(crate) fn text_corpus(
     server: &Server,
     n: u32,
     root: &Path,
-) -> anyhow::Result<Corpus> {
+) -> Result<Corpus> {
     let segments = isolate(cluster, server, n, root, "text", |round| {
         pgtest::workload::prose_round(cluster, round, PROSE_ROWS)?;
         Ok(())

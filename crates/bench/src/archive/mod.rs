@@ -3,7 +3,7 @@
 //!
 //! The command writes its own corpora on a throwaway cluster with `wal_compression = off` (pgbench tpcb-like
 //! after a checkpoint, and English-like prose rows with [`pgtest::workload::prose_round`]), each a run of full
-//! 16 MB segments that the workload alone wrote. It creates a pgBackRest stanza per compress type against that
+//! segments (16 MB unless [`Options::segment_mb`] says otherwise) that the workload alone wrote. It creates a pgBackRest stanza per compress type against that
 //! same cluster (pgBackRest checks the system identifier in every segment it archives), stops the server, and
 //! then archives and restores every segment with every tool, one process per file exactly as
 //! `archive_command` and `restore_command` would run them, the tools taking turns in an order that changes
@@ -16,10 +16,10 @@ mod tools;
 pub use report::{CorpusReport, Machine, Relative, Report, ToolInfo, ToolResult, REFERENCES};
 pub use tools::{stored_bytes, Tool, GZIP, XZ, ZSTD};
 
+use crate::error::{Context, Error, IoContext, Result};
 use crate::runs::start_cluster;
 use crate::sys::{cpu_model, load_average, steal_share, CpuTimes};
 use crate::timing::{median, timed, Timing};
-use anyhow::{bail, Context};
 use codec::Spec;
 use corpus::{pgbench_corpus, text_corpus};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -38,8 +38,11 @@ pub const DEFAULT_METHODS: &str = "default,xz:1";
 /// What to measure.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Segments of 16 MB in each corpus.
+    /// Segments in each corpus.
     pub segments: u32,
+    /// WAL segment size of the throwaway cluster in MB (`initdb --wal-segsize`: a power of two from 1 to
+    /// 1024); PostgreSQL's default is 16.
+    pub segment_mb: u32,
     /// Which corpora to write and measure.
     pub corpus: Corpora,
     /// pgcompress settings to measure, separated by commas: `default` (archive push without --method) or a
@@ -66,7 +69,7 @@ pub enum Corpora {
 
 /// Runs the benchmark; see the module documentation. [`Report::differing`] names the tools that restored a
 /// segment different from the original.
-pub fn run(a: &Options) -> anyhow::Result<Report> {
+pub fn run(a: &Options) -> Result<Report> {
     let methods = parse_methods(&a.methods)?;
     let mut tools: Vec<Tool> = methods.into_iter().map(Tool::Pgcompress).collect();
     tools.extend([
@@ -83,29 +86,32 @@ pub fn run(a: &Options) -> anyhow::Result<Report> {
         .filter(|p| pgtest::which(p).is_none())
         .collect();
     if !missing.is_empty() {
-        bail!(
-            "bench archive needs {} on PATH; install with scripts/setup.sh (Debian: apt-get install {})",
-            missing.join(", "),
-            missing
+        return Err(Error::MissingPrograms {
+            command: "bench archive",
+            programs: missing.iter().map(|p| p.to_string()).collect(),
+            packages: missing
                 .iter()
-                .map(|p| if *p == "xz" { "xz-utils" } else { p })
-                .collect::<Vec<_>>()
-                .join(" ")
-        );
+                .map(|p| if *p == "xz" { "xz-utils" } else { p }.to_string())
+                .collect(),
+        });
     }
     let install = pgtest::PgInstall::find()
         .context("bench archive runs a throwaway PostgreSQL 15+ server")?;
     if install.major() < 15 {
-        bail!(
-            "PostgreSQL {} found; bench archive needs 15 or later",
-            install.major()
-        );
+        return Err(Error::ServerTooOld {
+            command: "bench archive",
+            found: install.major(),
+            need: 15,
+            why: "the WAL format the wal crate reads",
+            bindir: install.bindir().to_path_buf(),
+        });
     }
     let me = a.pgcompress.as_path();
     let load_start = load_average();
     let tmp = tempfile::Builder::new()
         .prefix("pgcompress-bench-archive-")
-        .tempdir()?;
+        .tempdir()
+        .io(|| "creating a temporary directory for the corpora and repositories".into())?;
     let root = tmp.path();
     pgtest::run::chown_to_server_user(root)?;
 
@@ -114,13 +120,13 @@ pub fn run(a: &Options) -> anyhow::Result<Report> {
         install.major(),
         install.bindir().display()
     );
-    let (cluster, server) = start_cluster(install)?;
+    let (cluster, server) = start_cluster(install, a.segment_mb)?;
     cluster.set_guc_and_reload("wal_compression", "off")?;
-    if server.seg_size != 16 << 20 {
-        bail!(
-            "the cluster's WAL segments are {} bytes, not 16 MB",
-            server.seg_size
-        );
+    if server.seg_size != u64::from(a.segment_mb) << 20 {
+        return Err(Error::SegmentSize {
+            found: server.seg_size,
+            asked_mb: a.segment_mb,
+        });
     }
     let mut corpora = Vec::new();
     if a.corpus != Corpora::Text {
@@ -132,11 +138,11 @@ pub fn run(a: &Options) -> anyhow::Result<Report> {
     if let Some(keep) = &a.keep_corpus {
         for c in &corpora {
             let dir = keep.join(c.name);
-            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            std::fs::create_dir_all(&dir).io(|| format!("creating {}", dir.display()))?;
             for seg in &c.segments {
                 let to = dir.join(file_name(seg));
                 std::fs::copy(seg, &to)
-                    .with_context(|| format!("copying {} to {}", seg.display(), to.display()))?;
+                    .io(|| format!("copying {} to {}", seg.display(), to.display()))?;
             }
         }
     }
@@ -161,7 +167,7 @@ pub fn run(a: &Options) -> anyhow::Result<Report> {
     let mut outcomes: Vec<Vec<Vec<Outcome>>> = vec![vec![Vec::new(); places.len()]; corpora.len()];
     for (i, (c, seg)) in segments.iter().enumerate() {
         let name = file_name(seg);
-        let original = std::fs::read(seg).with_context(|| format!("reading {}", seg.display()))?;
+        let original = std::fs::read(seg).io(|| format!("reading {}", seg.display()))?;
         let digest = Sha256::digest(&original);
         // times[tool]: (push, get) of every round.
         let mut times: Vec<Vec<(Timing, Timing)>> = vec![Vec::new(); places.len()];
@@ -186,10 +192,11 @@ pub fn run(a: &Options) -> anyhow::Result<Report> {
                 let get = timed(cmd, out.as_deref(), &what)?;
                 bar.inc(1);
                 let back = std::fs::read(&dest)
-                    .with_context(|| format!("{what} wrote nothing at {}", dest.display()))?;
+                    .io(|| format!("{what} wrote nothing at {}", dest.display()))?;
                 identical[t] &= Sha256::digest(&back) == digest;
-                std::fs::remove_file(&dest)?;
-                let push = pushed[t].context("every tool pushes before it gets")?;
+                std::fs::remove_file(&dest).io(|| format!("deleting {}", dest.display()))?;
+                let push =
+                    pushed[t].ok_or(Error::Internal("a tool got a segment it did not push"))?;
                 times[t].push((push, get));
             }
             if round + 1 < rounds {
@@ -282,13 +289,12 @@ pub fn run(a: &Options) -> anyhow::Result<Report> {
 
 /// `--methods`: `default` is `None`; every other item a [`Spec`] (options such as `long` join the item
 /// before them, as in [`codec::parse_spec_list`]).
-fn parse_methods(list: &str) -> anyhow::Result<Vec<Option<Spec>>> {
+fn parse_methods(list: &str) -> Result<Vec<Option<Spec>>> {
     let mut out = Vec::new();
     let mut pending: Vec<&str> = Vec::new();
-    let flush = |pending: &mut Vec<&str>, out: &mut Vec<Option<Spec>>| -> anyhow::Result<()> {
+    let flush = |pending: &mut Vec<&str>, out: &mut Vec<Option<Spec>>| -> Result<()> {
         if !pending.is_empty() {
-            let specs = codec::parse_spec_list(&pending.join(","))
-                .map_err(|e| anyhow::anyhow!("--methods: {e}"))?;
+            let specs = codec::parse_spec_list(&pending.join(",")).map_err(Error::Methods)?;
             out.extend(specs.into_iter().map(Some));
             pending.clear();
         }
@@ -299,7 +305,9 @@ fn parse_methods(list: &str) -> anyhow::Result<Vec<Option<Spec>>> {
             flush(&mut pending, &mut out)?;
             out.push(None);
         } else if item.is_empty() {
-            bail!("--methods: empty item in {list:?}; give methods separated by commas, e.g. default,zstd:19");
+            return Err(Error::MethodsList(format!(
+                "empty item in {list:?}; give methods separated by commas, e.g. default,zstd:19"
+            )));
         } else {
             pending.push(item);
         }
@@ -308,7 +316,7 @@ fn parse_methods(list: &str) -> anyhow::Result<Vec<Option<Spec>>> {
     let labels: Vec<String> = out.iter().map(|m| Tool::Pgcompress(*m).label()).collect();
     for (i, l) in labels.iter().enumerate() {
         if labels[..i].contains(l) {
-            bail!("--methods: {l:?} is listed twice");
+            return Err(Error::MethodsList(format!("{l:?} is listed twice")));
         }
     }
     Ok(out)

@@ -1,8 +1,8 @@
 //! The tools compared: how each is invoked to push and get one segment, where it keeps its files, and
 //! pgBackRest's configuration and stanza.
 
+use crate::error::{Error, IoContext, Result};
 use crate::timing::timed;
-use anyhow::{bail, Context};
 use codec::Spec;
 use pgtest::Cluster;
 use std::path::{Path, PathBuf};
@@ -127,30 +127,29 @@ impl Place {
     }
 
     /// Bytes the tool stored for segment `name`.
-    pub(crate) fn stored(&self, name: &str) -> anyhow::Result<u64> {
+    pub(crate) fn stored(&self, name: &str) -> Result<u64> {
         let path = self.stored_path(name)?;
         Ok(std::fs::metadata(&path)
-            .with_context(|| format!("{} stored nothing at {}", self.tool.label(), path.display()))?
+            .io(|| format!("{} stored nothing at {}", self.tool.label(), path.display()))?
             .len())
     }
 
     /// Deletes what the tool stored for segment `name`, so that the next push of it does the whole work again.
-    pub(crate) fn forget(&self, name: &str) -> anyhow::Result<()> {
+    pub(crate) fn forget(&self, name: &str) -> Result<()> {
         let path = self.stored_path(name)?;
-        std::fs::remove_file(&path).with_context(|| format!("deleting {}", path.display()))
+        std::fs::remove_file(&path).io(|| format!("deleting {}", path.display()))
     }
 
     /// The file the tool stored segment `name` in.
-    fn stored_path(&self, name: &str) -> anyhow::Result<PathBuf> {
+    fn stored_path(&self, name: &str) -> Result<PathBuf> {
         Ok(match &self.tool {
             Tool::Pgcompress(_) => self.repo.join(format!("{name}.pgcz")),
             // pgBackRest names the file `<segment>-<sha1>.<ext>` under archive/<stanza>/<id>/<first 16 digits>/.
             Tool::Pgbackrest(..) => find_prefixed(&self.repo.join("archive"), &format!("{name}-"))?
-                .with_context(|| {
-                    format!(
-                        "pgbackrest archived {name} but no file for it is in {}",
-                        self.repo.display()
-                    )
+                .ok_or_else(|| Error::NotStored {
+                    tool: "pgbackrest".into(),
+                    segment: name.to_string(),
+                    repo: self.repo.clone(),
                 })?,
             Tool::Program(_, _, suffix) => self.repo.join(format!("{name}.{suffix}")),
         })
@@ -158,11 +157,15 @@ impl Place {
 }
 
 /// The first file under `dir` (recursively) whose name starts with `prefix`.
-fn find_prefixed(dir: &Path, prefix: &str) -> anyhow::Result<Option<PathBuf>> {
-    for e in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
-        let e = e?;
+fn find_prefixed(dir: &Path, prefix: &str) -> Result<Option<PathBuf>> {
+    let listing = || format!("listing {}", dir.display());
+    for e in std::fs::read_dir(dir).io(listing)? {
+        let e = e.io(listing)?;
         let path = e.path();
-        if e.file_type()?.is_dir() {
+        if e.file_type()
+            .io(|| format!("reading the type of {}", path.display()))?
+            .is_dir()
+        {
             if let Some(found) = find_prefixed(&path, prefix)? {
                 return Ok(Some(found));
             }
@@ -180,18 +183,14 @@ pub(crate) fn file_name(p: &Path) -> String {
 }
 
 /// A directory the server user can write into.
-pub(crate) fn mkdir_for_server(dir: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+pub(crate) fn mkdir_for_server(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).io(|| format!("creating {}", dir.display()))?;
     pgtest::run::chown_to_server_user(dir)?;
     Ok(())
 }
 
 /// Repositories for every tool, and a stanza for every pgBackRest compress type (while the server runs).
-pub(crate) fn prepare(
-    tools: &[Tool],
-    cluster: &Cluster,
-    root: &Path,
-) -> anyhow::Result<Vec<Place>> {
+pub(crate) fn prepare(tools: &[Tool], cluster: &Cluster, root: &Path) -> Result<Vec<Place>> {
     let mut places = Vec::new();
     for (i, tool) in tools.iter().enumerate() {
         let dir = root.join(format!("tool{i}"));
@@ -217,7 +216,7 @@ pub(crate) fn prepare(
                     port = cluster.port(),
                     user = pgtest::SUPERUSER,
                 );
-                std::fs::write(&conf, text)?;
+                std::fs::write(&conf, text).io(|| format!("writing {}", conf.display()))?;
                 pgtest::run::chown_to_server_user(&conf)?;
                 let place = Place {
                     tool: tool.clone(),
@@ -269,12 +268,12 @@ pub fn stored_bytes(
     tools: &[Tool],
     segments: &[PathBuf],
     dir: &Path,
-) -> anyhow::Result<Vec<(Tool, u64)>> {
+) -> Result<Vec<(Tool, u64)>> {
     mkdir_for_server(dir)?;
     let mut out = Vec::new();
     for (i, tool) in tools.iter().enumerate() {
         if matches!(tool, Tool::Pgbackrest(..)) {
-            bail!("the demo does not set up pgBackRest");
+            return Err(Error::NoPgbackrest);
         }
         if tool.program().is_some_and(|p| pgtest::which(p).is_none()) {
             continue;

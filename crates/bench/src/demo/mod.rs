@@ -5,9 +5,9 @@ mod report;
 
 pub use report::{ArchiveComparison, Demo, RunResult, StoredBy, Workload};
 
-use crate::runs::{guc_value, isolated_run, parse_tps, start_cluster, Server};
+use crate::error::{Context, Error, IoContext, Result};
+use crate::runs::{guc_value, isolated_run, parse_tps, start_cluster, Server, DEFAULT_SEGMENT_MB};
 use crate::{check_cancelled, Progress};
-use anyhow::{bail, Context};
 use pgtest::{Cluster, PgInstall};
 use std::path::{Path, PathBuf};
 use wal::source::SegmentSet;
@@ -45,7 +45,7 @@ const DEMO_CANDIDATES: &str = "none,pglz,lz4,zstd,zstd:-1,zstd:1,zstd:6,zstd:9,l
 /// segment size changes nothing in the records and images measured (only the unused tail after each
 /// `pg_switch_wal()`, which the demo leaves out). Autovacuum is off and checkpoints are only the demo's own,
 /// so nothing but the workload writes between a run's checkpoint and its final segment switch.
-pub fn compare(a: &Options, p: &dyn Progress) -> anyhow::Result<Demo> {
+pub fn compare(a: &Options, p: &dyn Progress) -> Result<Demo> {
     p.step("looking for PostgreSQL".into());
     let install =
         PgInstall::find().with_context(|| match std::env::var_os(pgtest::BINDIR_ENV) {
@@ -57,20 +57,20 @@ pub fn compare(a: &Options, p: &dyn Progress) -> anyhow::Result<Demo> {
             None => format!("the demo runs a throwaway PostgreSQL {MIN_MAJOR}+ server"),
         })?;
     if install.major() < MIN_MAJOR {
-        bail!(
-            "PostgreSQL {} found in {}; the demo needs {MIN_MAJOR} or later (wal_compression = lz4 and zstd); \
-             install it or set {} to its bin directory",
-            install.major(),
-            install.bindir().display(),
-            pgtest::BINDIR_ENV
-        );
+        return Err(Error::ServerTooOld {
+            command: "the demo",
+            found: install.major(),
+            need: MIN_MAJOR,
+            why: "wal_compression = lz4 and zstd",
+            bindir: install.bindir().to_path_buf(),
+        });
     }
     p.step(format!(
         "initdb and start PostgreSQL {} from {}",
         install.major(),
         install.bindir().display()
     ));
-    let (cluster, server) = start_cluster(install)?;
+    let (cluster, server) = start_cluster(install, DEFAULT_SEGMENT_MB)?;
     check_cancelled(p)?;
 
     p.step(format!("loading the pgbench tables, scale {}", a.scale));
@@ -95,7 +95,11 @@ pub fn compare(a: &Options, p: &dyn Progress) -> anyhow::Result<Demo> {
     }
     // The advisor's answer from the off run alone, to set beside what the server did.
     p.step("advisor: predicting every method and level from the off run's WAL".into());
-    let off = runs.first().context("no run")?.segments.clone();
+    let off = runs
+        .first()
+        .ok_or(Error::Internal("no run"))?
+        .segments
+        .clone();
     // The stock settings and the levels worth knowing about; `wal advise` without
     // --methods also tries the slow top zstd levels, too slow for a one-minute demo.
     let opts = advise::Options {
@@ -131,17 +135,18 @@ pub fn compare(a: &Options, p: &dyn Progress) -> anyhow::Result<Demo> {
 
 /// Stored bytes of the off run's segments with `pgcompress archive push` (default method), `gzip -6` and
 /// `zstd -3`, each file pushed by its own process; a program that is not installed is left out.
-fn archive_off_run(me: &Path, segments: &[PathBuf]) -> anyhow::Result<ArchiveComparison> {
+fn archive_off_run(me: &Path, segments: &[PathBuf]) -> Result<ArchiveComparison> {
     use crate::archive::{stored_bytes, Tool, GZIP, ZSTD};
     let mut original = 0;
     for s in segments {
         original += std::fs::metadata(s)
-            .with_context(|| format!("reading {}", s.display()))?
+            .io(|| format!("reading {}", s.display()))?
             .len();
     }
     let dir = tempfile::Builder::new()
         .prefix("pgcompress-demo-archive-")
-        .tempdir()?;
+        .tempdir()
+        .io(|| "creating a temporary directory for the archives".into())?;
     let stored = stored_bytes(
         me,
         &[Tool::Pgcompress(None), GZIP, ZSTD],
@@ -170,7 +175,7 @@ fn one_run(
     m: ImageMethod,
     a: &Options,
     p: &dyn Progress,
-) -> anyhow::Result<RunResult> {
+) -> Result<RunResult> {
     let setting = guc_value(m);
     let clients = a.clients.to_string();
     let transactions = a.transactions.to_string();

@@ -74,8 +74,8 @@ pub struct BenchWalArgs {
 /// Arguments of `pgcompress bench archive`.
 #[derive(Args, Debug)]
 #[command(after_help = "\
-Writes the corpora itself on a throwaway PostgreSQL 15+ cluster with wal_compression = off: full 16 MB \
-segments of pgbench tpcb-like WAL (scale 10, after a checkpoint) and of English-like prose rows (inserts and \
+Writes the corpora itself on a throwaway PostgreSQL 15+ cluster with wal_compression = off: full segments \
+(16 MB, or --segment-size) of pgbench tpcb-like WAL (scale 10, after a checkpoint) and of English-like prose rows (inserts and \
 edits, a checkpoint per round). Creates one pgBackRest stanza per compress type (gz:6, lz4:1, zst:3) against \
 that cluster, then pushes and gets every segment with every tool, one process per file as archive_command \
 and restore_command run them, alternating the order of the tools. Every restored file is compared (SHA-256) \
@@ -86,13 +86,18 @@ the per-segment ratios, below 1 is faster; ratio: above 1 stores less).\n\n\
 Needs pgbackrest, gzip, zstd and xz on PATH (scripts/setup.sh installs them).\n\n\
 Examples:\n  pgcompress bench archive\n  pgcompress bench archive --segments 16 --corpus text\n  \
 pgcompress bench archive --methods default,zstd:3,zstd:19,lz4 --json > archive.json\n  \
-pgcompress bench archive --rounds 3   # each time the median of 3 runs: for a shared machine\n\n\
+pgcompress bench archive --rounds 3   # each time the median of 3 runs: for a shared machine\n  \
+pgcompress bench archive --segment-size 64   # clusters initialized with --wal-segsize=64\n\n\
 Exit status: 0 figures printed; 1 a restored file differs from the original; 2 bad usage, a tool missing or \
 failing.")]
 pub struct BenchArchiveArgs {
-    /// Segments of 16 MB in each corpus.
+    /// Segments in each corpus.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub segments: u32,
+    /// WAL segment size in MB of the cluster that writes the corpora (initdb --wal-segsize: a power of two
+    /// from 1 to 1024): measure the size your servers use. PostgreSQL's default is 16.
+    #[arg(long, value_name = "MB", default_value_t = 16, value_parser = segment_size)]
+    pub segment_size: u32,
     /// Which corpus to write and measure.
     #[arg(long, value_enum, default_value_t = CorpusChoice::All)]
     pub corpus: CorpusChoice,
@@ -111,6 +116,16 @@ pub struct BenchArchiveArgs {
     /// the next) and keep each segment's median time: steadier figures on a busy or shared machine.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=15))]
     pub rounds: u32,
+}
+
+/// `--segment-size`: what `initdb --wal-segsize` accepts.
+fn segment_size(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(mb) if (1..=1024).contains(&mb) && mb.is_power_of_two() => Ok(mb),
+        _ => Err(format!(
+            "{s:?} is not a WAL segment size: give a power of two from 1 to 1024 (MB)"
+        )),
+    }
 }
 
 /// `--corpus`.
