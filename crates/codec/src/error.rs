@@ -2,11 +2,9 @@
 
 use std::io;
 
-use crate::method::Method;
+pub use crate::limits::MAX_DECOMPRESSED_SIZE;
+use crate::method::{BimgInfoError, Method};
 use crate::pglz::PglzError;
-
-/// Hard cap on any decompressed size this crate will produce (1 GiB), whatever a caller asks for.
-pub const MAX_DECOMPRESSED_SIZE: usize = 1 << 30;
 
 /// Why a compression, decompression or page operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -83,11 +81,8 @@ pub enum CodecError {
         reason: String,
     },
     /// A `bimg_info` byte has more than one compression-method bit set.
-    #[error("bimg_info 0x{info:02x} has more than one compression method bit set (xlogrecord.h BKPIMAGE_COMPRESS_*)")]
-    BimgInfo {
-        /// The offending byte.
-        info: u8,
-    },
+    #[error(transparent)]
+    BimgInfo(#[from] BimgInfoError),
     /// Page image geometry is inconsistent (hole outside the page, body length disagrees).
     #[error("page image: {0}")]
     Page(String),

@@ -8,6 +8,7 @@
 pub mod block;
 pub mod cursor;
 pub mod error;
+pub mod limits;
 pub mod method;
 pub mod page;
 pub mod pglz;

@@ -4,8 +4,6 @@
 use std::fmt;
 use std::ops::RangeInclusive;
 
-use crate::error::CodecError;
-
 /// `BKPIMAGE_COMPRESS_PGLZ` from `src/include/access/xlogrecord.h` (PostgreSQL 15+).
 pub const BKPIMAGE_COMPRESS_PGLZ: u8 = 0x04;
 /// `BKPIMAGE_COMPRESS_LZ4` from `src/include/access/xlogrecord.h` (PostgreSQL 15+).
@@ -15,6 +13,14 @@ pub const BKPIMAGE_COMPRESS_ZSTD: u8 = 0x10;
 /// All method bits of `bimg_info` (`BKPIMAGE_COMPRESSED()` in `xlogrecord.h`).
 pub const BKPIMAGE_COMPRESS_MASK: u8 =
     BKPIMAGE_COMPRESS_PGLZ | BKPIMAGE_COMPRESS_LZ4 | BKPIMAGE_COMPRESS_ZSTD;
+
+/// A `bimg_info` byte with more than one compression-method bit set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("bimg_info 0x{info:02x} has more than one compression method bit set (xlogrecord.h BKPIMAGE_COMPRESS_*)")]
+pub struct BimgInfoError {
+    /// The offending byte.
+    pub info: u8,
+}
 
 /// A compression method; chosen through a parsed [`crate::Spec`], never by ad-hoc strings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -114,13 +120,13 @@ impl Method {
     ///
     /// Other bits (hole, apply, unknown high bits) are ignored, like `xlogreader.c` does;
     /// more than one method bit set is an error.
-    pub fn from_bimg_info(info: u8) -> Result<Option<Method>, CodecError> {
+    pub fn from_bimg_info(info: u8) -> Result<Option<Method>, BimgInfoError> {
         match info & BKPIMAGE_COMPRESS_MASK {
             0 => Ok(None),
             BKPIMAGE_COMPRESS_PGLZ => Ok(Some(Method::Pglz)),
             BKPIMAGE_COMPRESS_LZ4 => Ok(Some(Method::Lz4)),
             BKPIMAGE_COMPRESS_ZSTD => Ok(Some(Method::Zstd)),
-            _ => Err(CodecError::BimgInfo { info }),
+            _ => Err(BimgInfoError { info }),
         }
     }
 }

@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
-use crate::cluster::Cluster;
 use crate::error::{Error, Result};
 use crate::install::PgInstall;
 
-/// Settings for a cluster that [`ClusterBuilder::start`] creates; obtained from [`Cluster::builder`].
+/// Settings for a cluster that [`ClusterBuilder::start`] creates; obtained from
+/// [`Cluster::builder`](crate::Cluster::builder).
 #[derive(Debug, Clone)]
 #[must_use = "a builder does nothing until .start() is called"]
 pub struct ClusterBuilder {
@@ -59,7 +59,8 @@ impl ClusterBuilder {
         self
     }
 
-    /// Turns on WAL archiving into a directory the harness owns, see [`Cluster::archive_dir`].
+    /// Turns on WAL archiving into a directory the harness owns, see
+    /// [`Cluster::archive_dir`](crate::Cluster::archive_dir).
     pub fn archive_dir(mut self, on: bool) -> Self {
         self.archive = on;
         self
@@ -75,14 +76,6 @@ impl ClusterBuilder {
     pub fn start_timeout(mut self, timeout: Duration) -> Self {
         self.start_timeout = timeout;
         self
-    }
-
-    /// Runs `initdb` into a fresh temporary directory and starts the server.
-    pub fn start(self) -> Result<Cluster> {
-        for (name, _) in &self.gucs {
-            check_guc_name(name)?;
-        }
-        Cluster::create(self)
     }
 }
 

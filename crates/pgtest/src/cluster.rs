@@ -421,6 +421,18 @@ impl Drop for Cluster {
 
 /// Picks a port number unlikely to be used by another test process at the same moment. Only the socket file
 /// name and the System V shared memory key derive from it, and PostgreSQL skips keys that are taken.
+impl ClusterBuilder {
+    /// Runs `initdb` into a fresh temporary directory and starts the server.
+    // Here rather than in builder.rs so that the builder, plain settings, does not depend on
+    // the cluster it configures.
+    pub fn start(self) -> Result<Cluster> {
+        for (name, _) in &self.gucs {
+            check_guc_name(name)?;
+        }
+        Cluster::create(self)
+    }
+}
+
 fn next_port() -> u16 {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);

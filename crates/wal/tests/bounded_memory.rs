@@ -14,8 +14,9 @@ struct Counting;
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
 
-// Measuring allocations needs a GlobalAlloc, whose methods are unsafe by definition;
-// this one only forwards to System and counts.
+// Measuring allocations needs a GlobalAlloc, whose methods are unsafe by definition.
+// SAFETY: every call is forwarded to System with the caller's own pointer and layout, so
+// System's guarantees are the ones the caller gets; the counters are plain atomics.
 #[allow(unsafe_code)]
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {

@@ -23,7 +23,7 @@ pub const HISTORY_SIZE: usize = 4096;
 /// `PGLZ_MAX_MATCH` (`pg_lzcompress.c`): longest match a 3-byte tag can describe.
 pub const MAX_MATCH: usize = 273;
 /// Hard cap on `rawsize` accepted by the decoder (1 GiB, like PostgreSQL's varlena limit).
-pub const MAX_RAWSIZE: usize = crate::error::MAX_DECOMPRESSED_SIZE;
+pub const MAX_RAWSIZE: usize = crate::limits::MAX_DECOMPRESSED_SIZE;
 
 /// `PGLZ_MAX_OUTPUT(dlen)` (`pg_lzcompress.h`): buffer PostgreSQL gives the encoder.
 pub const fn max_output(dlen: usize) -> usize {
