@@ -14,7 +14,7 @@ pub mod pack;
 pub mod repo;
 pub mod sha;
 pub mod walsplit;
-pub mod words;
+pub use codec::words;
 
 pub use container::{decode, Header, Part, PartKind, Role, Transform, WalInfo};
 pub use error::{ArchiveError, ContainerError};
