@@ -16,14 +16,14 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     if mode % 4 == 2 {
-        if let Some(coded) = archive::words::encode(rest) {
-            let back = archive::words::decode(&coded, rest.len()).expect("decode of an encode");
+        if let Some(coded) = codec::words::encode(rest) {
+            let back = codec::words::decode(&coded, rest.len()).expect("decode of an encode");
             assert!(back == rest, "word coding changed the bytes");
         }
         return;
     }
     if mode % 4 == 3 {
-        if let Ok(out) = archive::words::decode(rest, 1 << 20) {
+        if let Ok(out) = codec::words::decode(rest, 1 << 20) {
             assert!(out.len() <= 1 << 20);
         }
         return;

@@ -40,14 +40,14 @@ fn main() -> Result<(), Box<dyn Error>> {
     for s in [Stream::BlockData, Stream::Images, Stream::BlockHeaders] {
         let raw = &split.streams[s as usize];
         let t = Instant::now();
-        let coded = archive::words::encode(raw);
+        let coded = codec::words::encode(raw);
         let te = t.elapsed();
         let t = Instant::now();
         c.compress(coded.as_deref().unwrap_or(raw), &mut out)?;
         let tc = t.elapsed();
         let t = Instant::now();
         if let Some(coded) = &coded {
-            archive::words::decode(coded, raw.len())?;
+            codec::words::decode(coded, raw.len())?;
         }
         println!(
             "{:<16} words {:>6.1} ms ({}), compress {:>6.1} ms, words decode {:>6.1} ms",

@@ -1,4 +1,4 @@
-//! Speed and effect of word coding ([`archive::words`]) on the text-holding streams of WAL
+//! Speed and effect of word coding ([`codec::words`]) on the text-holding streams of WAL
 //! segments: for each file, the BlockData, MainData and Images streams are word-coded and
 //! decoded (best of five runs each, or of `WORDS_TIMING_RUNS`), and the coded and raw streams
 //! compressed with zstd:3.
@@ -60,7 +60,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         let (_, split, _) = records_split(&data).ok_or("does not split")?;
         for s in [Stream::BlockData, Stream::MainData, Stream::Images] {
             let raw = &split.streams[s as usize];
-            let (te, coded) = best(|| archive::words::encode(raw));
+            let (te, coded) = best(|| codec::words::encode(raw));
             let zraw = zsize(raw)?;
             match &coded {
                 None => println!(
@@ -76,7 +76,7 @@ fn main() -> Result<(), Box<dyn Error>> {
                     te.as_secs_f64() * 1e3
                 ),
                 Some(coded) => {
-                    let (td, back) = best(|| archive::words::decode(coded, raw.len()));
+                    let (td, back) = best(|| codec::words::decode(coded, raw.len()));
                     if back?.as_slice() != raw.as_slice() {
                         return Err(format!("{name} {}: decode(encode(x)) != x", s.name()).into());
                     }

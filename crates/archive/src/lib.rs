@@ -15,7 +15,7 @@ pub mod pack;
 pub mod pipeline;
 pub mod repo;
 pub mod walsplit;
-pub mod words;
+pub use codec::words;
 
 pub use container::{Header, Part, PartKind, Role, Transform, WalInfo};
 pub use error::{ArchiveError, ContainerError};

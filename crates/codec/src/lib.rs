@@ -14,6 +14,7 @@ pub mod page;
 pub mod pglz;
 pub mod spec;
 pub mod stream;
+pub mod words;
 
 pub use block::{BlockCompressor, BlockDecompressor, PartFeed};
 pub use cursor::{Cursor, ShortRead};
