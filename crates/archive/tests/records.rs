@@ -245,7 +245,7 @@ struct Drip<'a> {
 }
 
 impl archive::walsplit::Feed for Drip<'_> {
-    fn next(&mut self) -> Result<Option<(Vec<u8>, usize)>, String> {
+    fn next(&mut self) -> Result<Option<(Vec<u8>, usize)>, archive::walsplit::FeedError> {
         if self.at == self.bytes.len() {
             return Ok(None);
         }

@@ -25,9 +25,12 @@
 //! less. The caller still decodes the result and compares hashes before trusting it.
 //!
 //! [`join`] reverses it. It is fed bytes from outside (a container), so it checks every
-//! length against what is present before copying or allocating, and fails with a message
-//! instead of panicking.
+//! length against what is present before copying or allocating, and fails with a
+//! [`SplitError`] that says what and where instead of panicking.
 
+mod error;
+
+use codec::cursor::{le_u16_at, le_u32_at, le_u64_at, Cursor};
 use std::sync::Arc;
 use wal::consts::{
     LONG_PAGE_HEADER_LEN, RECORD_HEADER_LEN, SHORT_PAGE_HEADER_LEN, XLP_FIRST_IS_CONTRECORD,
@@ -35,8 +38,10 @@ use wal::consts::{
 };
 use wal::page::PageHeader;
 
-use wal::consts::RECORD_CRC_OFFSET;
+use wal::consts::{maxalign, RECORD_CRC_OFFSET};
 use wal::record::{decode_block_headers, decode_body, record_crc, Body};
+
+pub use error::{FeedError, SplitError};
 
 /// Number of streams.
 pub const STREAMS: usize = 9;
@@ -115,10 +120,13 @@ pub struct Split {
     pub streams: [Vec<u8>; STREAMS],
 }
 
+/// MAXALIGN as a length: the most padding a record is followed by.
 const MAXALIGN: usize = 8;
 
-fn maxalign(n: usize) -> usize {
-    n.div_ceil(MAXALIGN) * MAXALIGN
+/// [`maxalign`] of a content offset or length (at most a segment's size, so it fits both
+/// ways).
+fn align(n: usize) -> usize {
+    maxalign(n as u64) as usize
 }
 
 /// Where pages and content meet, for one block size.
@@ -284,9 +292,8 @@ pub fn split(data: &[u8], seg_start: u64) -> Option<Split> {
     let (npages, content_len) = pages.layout(data.len())?;
     for p in 1..npages {
         let off = p * blcksz;
-        let h = &data[off..off + SHORT_PAGE_HEADER_LEN];
-        let info = u16::from_le_bytes([h[2], h[3]]);
-        let addr = u64::from_le_bytes(h[8..16].try_into().ok()?);
+        let info = le_u16_at(data, off + 2)?;
+        let addr = le_u64_at(data, off + 8)?;
         if info & XLP_LONG_HEADER != 0 || addr != seg_start.wrapping_add(off as u64) {
             return None;
         }
@@ -299,7 +306,7 @@ pub fn split(data: &[u8], seg_start: u64) -> Option<Split> {
     } else {
         0
     };
-    let lead_len = maxalign(rem).min(content_len);
+    let lead_len = align(rem).min(content_len);
     let mut out = Split::default();
     // Room for the largest streams up front (address space only until written), so that
     // they are never copied as they grow.
@@ -315,15 +322,13 @@ pub fn split(data: &[u8], seg_start: u64) -> Option<Split> {
     let mut pos = lead_len;
     let mut prev_pos = None;
     while content_len - pos >= RECORD_HEADER_LEN {
-        let mut len = [0u8; 4];
-        len.copy_from_slice(pages.read(data, pos, 4, &mut scratch));
-        let tot = u32::from_le_bytes(len) as usize;
+        let tot = le_u32_at(pages.read(data, pos, 4, &mut scratch), 0)? as usize;
         if tot < RECORD_HEADER_LEN || tot > content_len - pos {
             break;
         }
         let rec = pages.read(data, pos, tot, &mut scratch);
-        let prev = u64::from_le_bytes(rec[8..16].try_into().ok()?);
-        let crc = u32::from_le_bytes(rec[20..24].try_into().ok()?);
+        let prev = le_u64_at(rec, 8)?;
+        let crc = le_u32_at(rec, RECORD_CRC_OFFSET)?;
         if record_crc(rec) != crc {
             break;
         }
@@ -335,7 +340,7 @@ pub fn split(data: &[u8], seg_start: u64) -> Option<Split> {
         if decode_body(rec, blcksz, &mut body).is_err() {
             break;
         }
-        let pad_end = maxalign(pos + tot).min(content_len);
+        let pad_end = align(pos + tot).min(content_len);
         let mut padding_is_zero = true;
         pages.runs(pos + tot, pad_end - pos - tot, |o, n| {
             padding_is_zero &= data[o..o + n].iter().all(|&b| b == 0);
@@ -360,9 +365,8 @@ pub fn split(data: &[u8], seg_start: u64) -> Option<Split> {
         out.info.records += 1;
     }
     if content_len - pos >= 4 {
-        let mut len = [0u8; 4];
-        len.copy_from_slice(pages.read(data, pos, 4, &mut scratch));
-        spans.push((pos, u32::from_le_bytes(len) as usize));
+        let len = le_u32_at(pages.read(data, pos, 4, &mut scratch), 0)?;
+        spans.push((pos, len as usize));
     }
     out.info.lead_len = lead_len as u64;
     let raw = &mut out.streams[Stream::Raw as usize];
@@ -407,7 +411,7 @@ pub enum Source<'a> {
 /// buffers copies only that end.
 pub trait Feed {
     /// The next buffer and the offset at which its bytes start, or `None` at the end.
-    fn next(&mut self) -> Result<Option<(Vec<u8>, usize)>, String>;
+    fn next(&mut self) -> Result<Option<(Vec<u8>, usize)>, FeedError>;
     /// Gives back a buffer whose bytes have all been read, to be filled again.
     fn recycle(&mut self, buf: Vec<u8>);
 }
@@ -458,17 +462,27 @@ impl<'a> Reader<'a> {
     }
 
     /// The next `n` bytes (at most what is left), without taking them.
-    fn peek(&mut self, n: usize) -> Result<&[u8], String> {
+    fn peek(&mut self, n: usize) -> Result<&[u8], SplitError> {
         let n = n.min(self.left);
+        let (stream, total, offset) = (self.stream, self.total, self.total - self.left);
         match &mut self.src {
-            Src::Bytes { bytes, pos } => Ok(&bytes[*pos..*pos + n]),
+            Src::Bytes { bytes, pos } => Cursor::at(bytes, *pos)
+                .take(n)
+                .map_err(|source| SplitError::StreamShort { stream, source }),
             Src::Feed { feed, buf, pos } => {
                 while buf.len() - *pos < n {
-                    let Some((mut next, start)) = feed.next()? else {
-                        return Err(format!(
-                            "{} stream: its parts hold less than its length",
-                            self.stream.name()
-                        ));
+                    let read = offset + (buf.len() - *pos);
+                    let next = feed.next().map_err(|source| SplitError::Feed {
+                        stream,
+                        offset: read,
+                        source,
+                    })?;
+                    let Some((mut next, start)) = next else {
+                        return Err(SplitError::FeedShort {
+                            stream,
+                            offset: read,
+                            total,
+                        });
                     };
                     // The unread end of this buffer goes in front of the next one's bytes:
                     // into its free room when it fits, else both are copied together.
@@ -493,15 +507,16 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn take(&mut self, n: usize) -> Result<&[u8], String> {
+    fn take(&mut self, n: usize) -> Result<&[u8], SplitError> {
         if self.left < n {
-            return Err(format!(
-                "{} stream ends early: {} bytes needed at {}, {} present",
-                self.stream.name(),
-                n,
-                self.total - self.left,
-                self.total
-            ));
+            return Err(SplitError::StreamShort {
+                stream: self.stream,
+                source: codec::ShortRead {
+                    offset: self.total - self.left,
+                    needed: n,
+                    remaining: self.left,
+                },
+            });
         }
         self.peek(n)?;
         self.left -= n;
@@ -514,14 +529,17 @@ impl<'a> Reader<'a> {
         Ok(s)
     }
 
+    /// The next `N` bytes as an array (a fixed-width column value).
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], SplitError> {
+        let stream = self.stream;
+        Cursor::new(self.take(N)?)
+            .array()
+            .map_err(|source| SplitError::StreamShort { stream, source })
+    }
+
     fn left(&self) -> usize {
         self.left
     }
-}
-
-/// The first four bytes of `b`, which has at least four.
-fn four(b: &[u8]) -> [u8; 4] {
-    [b[0], b[1], b[2], b[3]]
 }
 
 /// Rebuilds the valid prefix, `valid_len` bytes of a segment that starts at `seg_start`.
@@ -532,7 +550,7 @@ pub fn join(
     valid_len: u64,
     info: &SplitInfo,
     streams: &[Vec<u8>; STREAMS],
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, SplitError> {
     let mut out = Vec::new();
     join_into(
         seg_start,
@@ -600,7 +618,7 @@ pub fn join_into(
     streams: &[Vec<u8>; STREAMS],
     ready: impl FnMut(Piece),
     wait: impl FnMut() -> bool,
-) -> Result<(), String> {
+) -> Result<(), SplitError> {
     let sources = std::array::from_fn(|i| Source::Bytes(&streams[i]));
     join_sources(seg_start, valid_len, info, sources, ready, wait)
 }
@@ -613,57 +631,57 @@ pub fn join_sources(
     sources: [Source<'_>; STREAMS],
     mut ready: impl FnMut(Piece),
     mut wait: impl FnMut() -> bool,
-) -> Result<(), String> {
+) -> Result<(), SplitError> {
     let mut r: Vec<Reader<'_>> = sources
         .into_iter()
         .zip(Stream::ALL)
         .map(|(source, s)| Reader::new(source, s))
         .collect();
     let available: usize = r.iter().map(|s| s.total).sum();
-    let mut first_bytes = [0u8; LONG_PAGE_HEADER_LEN];
-    first_bytes.copy_from_slice(r[Stream::PageHeaders as usize].take(LONG_PAGE_HEADER_LEN)?);
+    let first_bytes: [u8; LONG_PAGE_HEADER_LEN] = r[Stream::PageHeaders as usize].array()?;
     let first_bytes = &first_bytes[..];
-    let first = PageHeader::parse(first_bytes).ok_or("first page header does not parse")?;
-    let long = first.long.ok_or("first page header is not a long header")?;
+    let first = PageHeader::parse(first_bytes).ok_or(SplitError::FirstHeader)?;
+    let long = first.long.ok_or(SplitError::FirstHeader)?;
     let blcksz = long.xlog_blcksz as usize;
     if !blcksz.is_power_of_two() || !(1024..=65536).contains(&blcksz) {
-        return Err(format!("block size {blcksz} is not a WAL block size"));
+        return Err(SplitError::BlockSize { blcksz });
     }
     if first.pageaddr.0 != seg_start {
-        return Err(format!(
-            "first page address {:X} is not the segment start {seg_start:X}",
-            first.pageaddr.0
-        ));
+        return Err(SplitError::PageAddress {
+            found: first.pageaddr.0,
+            seg_start,
+        });
     }
     let pages = Pages {
         start: seg_start,
         blcksz,
     };
-    let valid_len = usize::try_from(valid_len).map_err(|_| "valid length too large")?;
+    let too_large = |what, value| move |_| SplitError::TooLarge { what, value };
+    let valid_len = usize::try_from(valid_len).map_err(too_large("valid length", valid_len))?;
     let (npages, content_len) = pages
         .layout(valid_len)
-        .ok_or_else(|| format!("valid length {valid_len} ends inside a page header"))?;
+        .ok_or(SplitError::EndsInHeader { valid_len })?;
     // Content is the streams' bytes plus 12 regenerated bytes per record plus padding: a
     // claimed length far beyond that is refused before anything is reserved.
-    let records = usize::try_from(info.records).map_err(|_| "record count too large")?;
+    let records = usize::try_from(info.records).map_err(too_large("record count", info.records))?;
     if r[Stream::RecLen as usize].total / 4 != records {
-        return Err(format!(
-            "{records} records claimed, the length stream holds {}",
-            r[Stream::RecLen as usize].total / 4
-        ));
+        return Err(SplitError::RecordCount {
+            claimed: records,
+            held: r[Stream::RecLen as usize].total / 4,
+        });
     }
     let bound =
         available.saturating_add(records.saturating_mul(RECORD_HEADER_LEN - 12 + MAXALIGN + 12));
     if content_len > bound {
-        return Err(format!(
-            "{content_len} bytes of content claimed, the streams hold at most {bound}"
-        ));
+        return Err(SplitError::ContentBound { content_len, bound });
     }
-    let lead_len = usize::try_from(info.lead_len).map_err(|_| "lead length too large")?;
+    let lead_len =
+        usize::try_from(info.lead_len).map_err(too_large("lead length", info.lead_len))?;
     if lead_len > content_len {
-        return Err(format!(
-            "lead of {lead_len} bytes is longer than the content"
-        ));
+        return Err(SplitError::LeadTooLong {
+            lead_len,
+            content_len,
+        });
     }
     // The segment is written chunk by chunk: content at its offsets between the page
     // headers, whose slots are filled as the pages are finished. Chunks are used again, so
@@ -694,14 +712,18 @@ pub fn join_sources(
     let mut prev_off: Option<usize> = None;
     let mut pos = lead_len;
     for i in 0..records {
-        let tot = u32::from_le_bytes(four(r[Stream::RecLen as usize].take(4)?)) as usize;
-        let xid = four(r[Stream::RecXid as usize].take(4)?);
-        let inf = four(r[Stream::RecInfo as usize].take(4)?);
+        let tot = u32::from_le_bytes(r[Stream::RecLen as usize].array()?) as usize;
+        let xid: [u8; 4] = r[Stream::RecXid as usize].array()?;
+        let inf: [u8; 4] = r[Stream::RecInfo as usize].array()?;
+        // Only errors need the record's LSN: a division the loop otherwise does without.
+        let lsn = || wal::Lsn(pages.lsn_of(pos));
         if tot < RECORD_HEADER_LEN || tot > content_len - pos {
-            return Err(format!(
-                "record {i}: length {tot} does not fit the {} bytes of content left",
-                content_len - pos
-            ));
+            return Err(SplitError::RecordLength {
+                record: i,
+                lsn: lsn(),
+                len: tot,
+                left: content_len - pos,
+            });
         }
         let payload_left: usize = [
             Stream::BlockHeaders,
@@ -713,9 +735,12 @@ pub fn join_sources(
         .map(|&s| r[s as usize].left())
         .sum();
         if tot - RECORD_HEADER_LEN > payload_left {
-            return Err(format!(
-                "record {i}: {tot} bytes long, the streams hold {payload_left}"
-            ));
+            return Err(SplitError::RecordPayload {
+                record: i,
+                lsn: lsn(),
+                len: tot,
+                held: payload_left,
+            });
         }
         let prev = match prev_off {
             None => info.first_prev,
@@ -725,11 +750,20 @@ pub fn join_sources(
         // stream bytes as the record could hold, then take only what they occupy.
         let headers = r[Stream::BlockHeaders as usize].peek(tot - RECORD_HEADER_LEN)?;
         let avail = headers.len();
-        decode_block_headers(headers, tot - RECORD_HEADER_LEN, blcksz, &mut body)
-            .map_err(|e| format!("record {i} at content offset {pos}: {e}"))?;
+        decode_block_headers(headers, tot - RECORD_HEADER_LEN, blcksz, &mut body).map_err(
+            |source| SplitError::BlockHeaders {
+                record: i,
+                lsn: lsn(),
+                pos,
+                source,
+            },
+        )?;
         let payload = payload_start(&body);
         if payload - RECORD_HEADER_LEN > avail {
-            return Err(format!("record {i}: block headers run past their stream"));
+            return Err(SplitError::HeadersPastStream {
+                record: i,
+                lsn: lsn(),
+            });
         }
         // The header goes first, its CRC-32C left zero; the body follows it, the CRC
         // computed on the way, and the CRC (which ends with the header's first 20 bytes)
@@ -772,7 +806,7 @@ pub fn join_sources(
         w.write_at(&pages, crc_off, &crc.to_le_bytes(), &mut wait);
         w.spans.0.push((pos, tot));
         prev_off = Some(header_off);
-        let next = maxalign(pos + tot).min(content_len);
+        let next = align(pos + tot).min(content_len);
         w.write(
             &pages,
             pos + tot,
@@ -796,33 +830,31 @@ pub fn join_sources(
     let raw = &mut r[Stream::Raw as usize];
     let tail = raw.take(raw.left())?;
     if pos + tail.len() != content_len {
-        return Err(format!(
-            "content is {} bytes, the valid length needs {content_len}",
-            pos + tail.len()
-        ));
+        return Err(SplitError::ContentLength {
+            content: pos + tail.len(),
+            needed: content_len,
+        });
     }
     w.write(&pages, pos, tail, &mut wait);
-    if tail.len() >= 4 {
-        w.spans.0.push((
-            pos,
-            u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]) as usize,
-        ));
+    if let Some(len) = le_u32_at(tail, 0) {
+        w.spans.0.push((pos, len as usize));
     }
     for s in &r {
         if s.stream != Stream::PageHeaders && s.left() != 0 {
-            return Err(format!(
-                "{} stream has {} bytes left over",
-                s.stream.name(),
-                s.left()
-            ));
+            return Err(SplitError::LeftOver {
+                stream: s.stream,
+                left: s.left(),
+            });
         }
     }
     let pages_left = npages.max(1) - w.next_page;
     let hdr_left = r[Stream::PageHeaders as usize].left();
     if hdr_left != pages_left * SHORT_PAGE_HEADER_LEN {
-        return Err(format!(
-            "page header stream holds {hdr_left} bytes for the last {pages_left} of {npages} pages"
-        ));
+        return Err(SplitError::PageHeaders {
+            held: hdr_left,
+            pages_left,
+            pages: npages,
+        });
     }
     w.release(
         &pages,
@@ -950,7 +982,7 @@ impl Window {
         headers: &mut Reader<'_>,
         ready: &mut impl FnMut(Piece),
         wait: &mut impl FnMut() -> bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), SplitError> {
         while self.next_page * pages.blcksz < upto {
             let p = self.next_page;
             let stored = headers.take(SHORT_PAGE_HEADER_LEN)?;
