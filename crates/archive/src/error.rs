@@ -58,6 +58,12 @@ pub enum ContainerError {
         /// What is wrong with it.
         detail: String,
     },
+    /// The header's method field is not a method specification this build reads.
+    #[error("invalid header field method: {source}")]
+    Method {
+        /// Why the specification does not parse.
+        source: codec::SpecError,
+    },
     /// The file is longer or shorter than its header says.
     #[error("container is {actual} bytes, header says {expected} (truncated or extended)")]
     Length {
