@@ -418,7 +418,7 @@ impl Header {
         check_name(&name).map_err(|reason| field("name", format!("{name:?}: {reason}")))?;
         let spec_text = std::str::from_utf8(c.take(spec_len)?)
             .map_err(|_| field("method", "not UTF-8".into()))?;
-        let spec = Spec::from_str(spec_text).map_err(|e| field("method", e.to_string()))?;
+        let spec = Spec::from_str(spec_text).map_err(|source| ContainerError::Method { source })?;
         let transform = if wal_len > 0 {
             let magic = c.u16_le()?;
             c.skip(2)?;

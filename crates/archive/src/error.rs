@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::walsplit::SplitError;
+
 /// Why a container could not be parsed or decoded. Messages are one line and say
 /// where (offset, part) the problem is; callers add the file name.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +58,12 @@ pub enum ContainerError {
         /// What is wrong with it.
         detail: String,
     },
+    /// The header's method field is not a method specification this build reads.
+    #[error("invalid header field method: {source}")]
+    Method {
+        /// Why the specification does not parse.
+        source: codec::SpecError,
+    },
     /// The file is longer or shorter than its header says.
     #[error("container is {actual} bytes, header says {expected} (truncated or extended)")]
     Length {
@@ -87,10 +95,17 @@ pub enum ContainerError {
         source: codec::CodecError,
     },
     /// The WAL records transform's streams do not rebuild a segment prefix.
-    #[error("WAL streams do not rebuild the segment: {detail}")]
-    Rebuild {
-        /// What did not fit.
-        detail: String,
+    #[error("WAL streams do not rebuild the segment: {0}")]
+    Rebuild(#[from] SplitError),
+    /// A word-coded part does not decode.
+    #[error("part {index} at offset {offset} is not valid word coding: {source}")]
+    Words {
+        /// Part number (0-based).
+        index: usize,
+        /// Offset of the part's bytes in the container.
+        offset: u64,
+        /// The word decoder's finding.
+        source: codec::words::WordsError,
     },
     /// The decoded bytes do not have the original's SHA-256.
     #[error("decoded content has SHA-256 {actual}, expected {expected}")]

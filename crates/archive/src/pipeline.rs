@@ -10,7 +10,7 @@ use codec::cursor::le_u32_at;
 
 use crate::container::{check_hashes, Header, Part, PartKind, Role, Transform};
 use crate::error::ContainerError;
-use crate::walsplit::{Piece, Source, STREAMS};
+use crate::walsplit::{FeedError, Piece, Source, STREAMS};
 
 /// Most bytes [`decode`] reserves before any part has been decoded.
 const RESERVE_CAP: usize = 64 << 20;
@@ -124,8 +124,7 @@ pub(crate) fn decode_with(
             });
             crate::walsplit::join_sources(w.pageaddr, w.valid_len, s, sources, &mut send, || {
                 done_rx.recv().is_ok()
-            })
-            .map_err(|detail| ContainerError::Rebuild { detail })?;
+            })?;
             drop(streams);
             // Stale bytes and zeros after the prefix; their lengths add up to the original
             // size (checked with the header).
@@ -183,13 +182,13 @@ const HELPED_PIECE: usize = 256 << 10;
 const HELPED_AHEAD: usize = 4;
 
 /// The error for a fed stream whose `n`-th part (counted from 1) failed.
-fn fed_error(parts: &[FedPart<'_>], n: usize, source: codec::CodecError) -> ContainerError {
-    let (index, offset) = match parts.get(n.clamp(1, parts.len().max(1)) - 1) {
+fn fed_error(parts: &[FedPart<'_>], n: usize, source: codec::CodecError) -> FeedError {
+    let (part, offset) = match parts.get(n.clamp(1, parts.len().max(1)) - 1) {
         Some(part) => (part.index, part.offset as u64),
         None => (0, 0),
     };
-    ContainerError::Decompress {
-        index,
+    FeedError {
+        part,
         offset,
         source,
     }
@@ -237,12 +236,10 @@ impl<'b> FedStream<'b> {
 }
 
 impl crate::walsplit::Feed for FedStream<'_> {
-    fn next(&mut self) -> Result<Option<(Vec<u8>, usize)>, String> {
+    fn next(&mut self) -> Result<Option<(Vec<u8>, usize)>, FeedError> {
         let len = HELPED_PIECE.min(self.left).max(1);
         let buf = fill_buffer(&mut self.feed, self.spare.take(), len)
-            .map_err(|source| fed_error(&self.parts, self.feed.parts_started(), source))
-            // The join's feed interface (walsplit) takes its errors as text.
-            .map_err(|e| e.to_string())?;
+            .map_err(|source| fed_error(&self.parts, self.feed.parts_started(), source))?;
         if let Some(b) = &buf {
             self.left = self.left.saturating_sub(b.len() - HEADROOM);
         }
@@ -257,15 +254,14 @@ impl crate::walsplit::Feed for FedStream<'_> {
 /// A fed stream decompressed on a thread of its own: buffers come full over one channel, at
 /// most [`HELPED_AHEAD`] ahead of the reader, and go back empty over another.
 struct HelpedStream {
-    full: std::sync::mpsc::Receiver<Result<Vec<u8>, ContainerError>>,
+    full: std::sync::mpsc::Receiver<Result<Vec<u8>, FeedError>>,
     empty: std::sync::mpsc::Sender<Vec<u8>>,
 }
 
 impl crate::walsplit::Feed for HelpedStream {
-    fn next(&mut self) -> Result<Option<(Vec<u8>, usize)>, String> {
+    fn next(&mut self) -> Result<Option<(Vec<u8>, usize)>, FeedError> {
         match self.full.recv() {
-            // The join's feed interface (walsplit) takes its errors as text.
-            Ok(buf) => Ok(Some((buf.map_err(|e| e.to_string())?, HEADROOM))),
+            Ok(buf) => Ok(Some((buf?, HEADROOM))),
             Err(_) => Ok(None),
         }
     }
@@ -281,8 +277,7 @@ fn helped_stream<'scope, 'b: 'scope>(
     method: codec::Method,
     parts: Vec<FedPart<'b>>,
 ) -> HelpedStream {
-    let (full_tx, full) =
-        std::sync::mpsc::sync_channel::<Result<Vec<u8>, ContainerError>>(HELPED_AHEAD);
+    let (full_tx, full) = std::sync::mpsc::sync_channel::<Result<Vec<u8>, FeedError>>(HELPED_AHEAD);
     let (empty, empty_rx) = std::sync::mpsc::channel::<Vec<u8>>();
     scope.spawn(move || {
         let mut feed =
@@ -438,9 +433,11 @@ fn decompress_parts(bytes: &[u8]) -> Result<Decompressed<'_>, ContainerError> {
             dec.decompress(method, stored, p.raw_len as usize, &mut raw)
                 .map_err(failed)?;
             if p.words {
-                raw = crate::words::decode(&raw, word_cap).map_err(|detail| {
-                    ContainerError::Rebuild {
-                        detail: format!("part {index}: {detail}"),
+                raw = crate::words::decode(&raw, word_cap).map_err(|source| {
+                    ContainerError::Words {
+                        index,
+                        offset: off as u64,
+                        source,
                     }
                 })?;
             }

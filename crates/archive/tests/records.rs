@@ -245,7 +245,7 @@ struct Drip<'a> {
 }
 
 impl archive::walsplit::Feed for Drip<'_> {
-    fn next(&mut self) -> Result<Option<(Vec<u8>, usize)>, String> {
+    fn next(&mut self) -> Result<Option<(Vec<u8>, usize)>, archive::walsplit::FeedError> {
         if self.at == self.bytes.len() {
             return Ok(None);
         }
@@ -294,5 +294,100 @@ fn streams_fed_in_buffers_of_any_size_join_the_same() {
         )
         .expect("join");
         assert!(out == data, "{name}");
+    }
+}
+
+/// A feed whose decompression fails after some bytes, or that ends before its length.
+struct Failing<'a> {
+    bytes: &'a [u8],
+    fail: bool,
+    given: bool,
+}
+
+impl archive::walsplit::Feed for Failing<'_> {
+    fn next(&mut self) -> Result<Option<(Vec<u8>, usize)>, archive::walsplit::FeedError> {
+        if !self.given {
+            self.given = true;
+            return Ok(Some((self.bytes[..self.bytes.len() / 2].to_vec(), 0)));
+        }
+        if self.fail {
+            return Err(archive::walsplit::FeedError {
+                part: 7,
+                offset: 1234,
+                source: codec::CodecError::TrailingData {
+                    method: codec::Method::Zstd,
+                    trailing: 1,
+                },
+            });
+        }
+        Ok(None)
+    }
+
+    fn recycle(&mut self, _buf: Vec<u8>) {}
+}
+
+#[test]
+fn join_errors_name_the_stream_and_keep_their_source() {
+    use archive::walsplit::{join_sources, Source, SplitError};
+    use std::error::Error;
+    let (_, data) = segments().into_iter().next().expect("a segment");
+    let (info, sp, _) = archive::pack::records_split(&data).expect("a segment splits");
+    let len = info.valid_len;
+    let images = Stream::Images as usize;
+    assert!(sp.streams[images].len() > 2, "the segment has page images");
+    for fail in [true, false] {
+        let sources = std::array::from_fn(|st| {
+            let bytes = sp.streams[st].as_slice();
+            if st == images {
+                let feed = Failing {
+                    bytes,
+                    fail,
+                    given: false,
+                };
+                Source::Feed(Box::new(feed), bytes.len())
+            } else {
+                Source::Bytes(bytes)
+            }
+        });
+        let e = join_sources(info.pageaddr, len, &sp.info, sources, |_| {}, || false)
+            .expect_err("a stream that cannot be read does not join");
+        let half = sp.streams[images].len() / 2;
+        match (&e, fail) {
+            (
+                SplitError::Feed {
+                    stream: Stream::Images,
+                    offset,
+                    source,
+                },
+                true,
+            ) => {
+                assert_eq!(*offset, half);
+                assert_eq!((source.part, source.offset), (7, 1234));
+                let inner = e
+                    .source()
+                    .and_then(|s| s.source())
+                    .expect("codec error kept");
+                assert!(inner.downcast_ref::<codec::CodecError>().is_some());
+            }
+            (
+                SplitError::FeedShort {
+                    stream: Stream::Images,
+                    offset,
+                    total,
+                },
+                false,
+            ) => assert_eq!((*offset, *total), (half, sp.streams[images].len())),
+            _ => panic!("unexpected error {e:?} (fail = {fail})"),
+        }
+    }
+    // A stream cut short when whole: the record info stream, which every record reads.
+    let mut streams = sp.streams.clone();
+    streams[Stream::RecInfo as usize].truncate(8);
+    match join(info.pageaddr, len, &sp.info, &streams).expect_err("short stream") {
+        SplitError::StreamShort {
+            stream: Stream::RecInfo,
+            source,
+        } => assert_eq!((source.offset, source.needed, source.remaining), (8, 4, 0)),
+        e => panic!("unexpected error {e:?}"),
     }
 }
