@@ -18,6 +18,7 @@
 //!   an error, so that it cannot pass for the end of the archive.
 
 pub mod local;
+#[cfg(feature = "s3")]
 pub mod s3;
 
 use std::fs::{self, File, OpenOptions};
@@ -33,7 +34,24 @@ use crate::error::{ArchiveError, ContainerError};
 use crate::pack::{pack_fallback, pack_records, self_check};
 
 pub use local::LocalStore;
-pub use s3::{S3Options, S3Store};
+#[cfg(feature = "s3")]
+pub use s3::S3Store;
+
+/// The region used when none is configured.
+pub const DEFAULT_REGION: &str = "us-east-1";
+
+/// How to reach an S3-compatible store, beyond the credentials, which come from the standard
+/// AWS environment variables (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+/// `AWS_SESSION_TOKEN`, or a web identity or container credentials setup).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct S3Options {
+    /// A custom endpoint such as `http://127.0.0.1:9000` (MinIO, Ceph, a test server);
+    /// `http://` is allowed for it. `None`: AWS itself, or `AWS_ENDPOINT_URL*` from the
+    /// environment.
+    pub endpoint: Option<String>,
+    /// The region; `None`: `AWS_REGION` / `AWS_DEFAULT_REGION`, else [`DEFAULT_REGION`].
+    pub region: Option<String>,
+}
 
 /// File name suffix of containers in a repository.
 pub const SUFFIX: &str = ".pgcz";
@@ -74,6 +92,33 @@ pub enum Location {
     },
 }
 
+/// `s3://` + `rest`, checked: the bucket and prefix S3 and its compatible servers accept.
+#[cfg(feature = "s3")]
+fn s3_location(s: &str, rest: &str) -> Result<Location, ArchiveError> {
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    s3::check_bucket(bucket)
+        .map_err(|why| ArchiveError::Config(format!("repository {s:?}: {why}")))?;
+    let prefix = s3::normalize_prefix(prefix)
+        .map_err(|why| ArchiveError::Config(format!("repository {s:?}: {why}")))?;
+    Ok(Location::S3 {
+        bucket: bucket.to_owned(),
+        prefix,
+    })
+}
+
+/// Without the `s3` feature an S3 location is refused up front, not at the first request.
+#[cfg(not(feature = "s3"))]
+fn s3_location(s: &str, _rest: &str) -> Result<Location, ArchiveError> {
+    Err(no_s3(s))
+}
+
+#[cfg(not(feature = "s3"))]
+fn no_s3(location: &str) -> ArchiveError {
+    ArchiveError::Config(format!(
+        "repository {location:?}: this build has no S3 support (the archive crate's `s3` feature is off)"
+    ))
+}
+
 impl Location {
     /// Parses `--repo`: `s3://bucket[/prefix]` is an S3 location, anything else a directory.
     pub fn parse(s: &str) -> Result<Location, ArchiveError> {
@@ -90,15 +135,7 @@ impl Location {
             }
             return Ok(Location::Dir(PathBuf::from(s)));
         };
-        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-        s3::check_bucket(bucket)
-            .map_err(|why| ArchiveError::Config(format!("repository {s:?}: {why}")))?;
-        let prefix = s3::normalize_prefix(prefix)
-            .map_err(|why| ArchiveError::Config(format!("repository {s:?}: {why}")))?;
-        Ok(Location::S3 {
-            bucket: bucket.to_owned(),
-            prefix,
-        })
+        s3_location(s, rest)
     }
 }
 
@@ -185,8 +222,14 @@ impl Repository {
     pub fn open(location: &Location, s3: &S3Options) -> Result<Repository, ArchiveError> {
         Ok(match location {
             Location::Dir(d) => Repository::local(d),
+            #[cfg(feature = "s3")]
             Location::S3 { bucket, prefix } => {
                 Repository::new(Box::new(S3Store::new(bucket, prefix, s3)?))
+            }
+            #[cfg(not(feature = "s3"))]
+            Location::S3 { .. } => {
+                let _ = s3;
+                return Err(no_s3(&location.to_string()));
             }
         })
     }

@@ -22,24 +22,8 @@ use object_store::list::{PaginatedListOptions, PaginatedListStore};
 use object_store::path::{Path as ObjectPath, PathPart};
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, RetryConfig};
 
-use super::Store;
+use super::{S3Options, Store};
 use crate::error::ArchiveError;
-
-/// The region used when none is configured.
-pub const DEFAULT_REGION: &str = "us-east-1";
-
-/// How to reach an S3-compatible store, beyond the credentials, which come from the standard
-/// AWS environment variables (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
-/// `AWS_SESSION_TOKEN`, or a web identity or container credentials setup).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct S3Options {
-    /// A custom endpoint such as `http://127.0.0.1:9000` (MinIO, Ceph, a test server);
-    /// `http://` is allowed for it. `None`: AWS itself, or `AWS_ENDPOINT_URL*` from the
-    /// environment.
-    pub endpoint: Option<String>,
-    /// The region; `None`: `AWS_REGION` / `AWS_DEFAULT_REGION`, else [`DEFAULT_REGION`].
-    pub region: Option<String>,
-}
 
 /// A bucket and a key prefix of an S3-compatible object store.
 #[derive(Debug)]
