@@ -43,27 +43,11 @@ fn golden_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/golden-segment.pgcz")
 }
 
+mod fixture;
+
 /// The first segment of the fixture, its name, and its bytes.
 fn first_segment() -> (String, Vec<u8>) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let fixture =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../wal/testdata/pg18-small-1mb.tar.zst");
-    let file = std::fs::File::open(fixture).expect("fixture");
-    tar::Archive::new(zstd::Decoder::new(file).expect("zstd"))
-        .unpack(dir.path())
-        .expect("unpack");
-    let mut names: Vec<PathBuf> = std::fs::read_dir(dir.path().join("pg18-small-1mb"))
-        .expect("dir")
-        .map(|e| e.expect("entry").path())
-        .collect();
-    names.sort();
-    let first = names.first().expect("a segment");
-    let name = first
-        .file_name()
-        .and_then(|n| n.to_str())
-        .expect("name")
-        .to_owned();
-    (name, std::fs::read(first).expect("read"))
+    fixture::segments().swap_remove(0)
 }
 
 /// The golden input: the first segment with everything after the end of the first record

@@ -1,39 +1,14 @@
 //! The WAL records transform on real WAL: the 35 PostgreSQL 18 segments of
 //! `crates/wal/testdata` (pgbench with wal_compression off, pglz, lz4 and zstd in turn).
 
-use std::path::Path;
-
 use archive::container::{Role, Transform};
 use archive::decode;
 use archive::pack::pack;
 use archive::walsplit::{join, join_into, split, Stream};
 use codec::{BlockCompressor, Spec};
 
-fn segments() -> Vec<(String, Vec<u8>)> {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let fixture =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../wal/testdata/pg18-small-1mb.tar.zst");
-    let file = std::fs::File::open(fixture).expect("fixture");
-    tar::Archive::new(zstd::Decoder::new(file).expect("zstd"))
-        .unpack(dir.path())
-        .expect("unpack");
-    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir.path().join("pg18-small-1mb"))
-        .expect("dir")
-        .map(|e| {
-            let p = e.expect("entry").path();
-            let name = p
-                .file_name()
-                .expect("name")
-                .to_str()
-                .expect("utf8")
-                .to_owned();
-            (name, std::fs::read(&p).expect("read"))
-        })
-        .collect();
-    out.sort();
-    assert_eq!(out.len(), 35);
-    out
-}
+mod fixture;
+use fixture::segments;
 
 struct Rng(u64);
 impl Rng {

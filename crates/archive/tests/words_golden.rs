@@ -4,33 +4,13 @@
 //! coded outputs (declined ones marked) is compared with the value recorded when the coder
 //! moved from `archive` to `codec` (synthetic inputs: `crates/codec/tests/words_golden.rs`).
 
-use std::path::Path;
-
 use archive::pack::records_split;
 use archive::walsplit::Stream;
 use codec::words::{decode, encode};
 use sha2::{Digest, Sha256};
 
-fn segments() -> Vec<(String, Vec<u8>)> {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let fixture =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../wal/testdata/pg18-small-1mb.tar.zst");
-    let file = std::fs::File::open(fixture).expect("fixture");
-    tar::Archive::new(zstd::Decoder::new(file).expect("zstd"))
-        .unpack(dir.path())
-        .expect("unpack");
-    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir.path().join("pg18-small-1mb"))
-        .expect("dir")
-        .map(|e| {
-            let p = e.expect("entry").path();
-            let name = p.file_name().expect("name").to_string_lossy().into_owned();
-            (name, std::fs::read(&p).expect("read"))
-        })
-        .collect();
-    out.sort();
-    assert_eq!(out.len(), 35);
-    out
-}
+mod fixture;
+use fixture::segments;
 
 /// The recorded digests and number of coded (not declined) streams, per stream kind.
 const EXPECTED: &[(&str, usize, &str)] = &[
