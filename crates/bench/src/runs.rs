@@ -166,15 +166,7 @@ pub fn isolated_run<T>(
     let switched = lsn(&cluster.switch_wal()?)?;
     let first = SegmentName::containing(server.tli, start, server.seg_size);
     let last = SegmentName::containing(server.tli, Lsn(switched.0 - 1), server.seg_size);
-    let names: Vec<String> = (first.segno..=last.segno)
-        .map(|segno| {
-            SegmentName {
-                tli: server.tli,
-                segno,
-            }
-            .file_name(server.seg_size)
-        })
-        .collect();
+    let names = segment_names(server, first.segno..=last.segno);
     step(format!(
         "{setting}: waiting for {} segment(s) to be archived",
         names.len()
@@ -255,6 +247,19 @@ pub fn parse_tps(out: &str) -> Option<f64> {
             .parse()
             .ok()
     })
+}
+
+/// The file names of segments `segnos` on the server's timeline, in order.
+pub(crate) fn segment_names(server: &Server, segnos: impl Iterator<Item = u64>) -> Vec<String> {
+    segnos
+        .map(|segno| {
+            SegmentName {
+                tli: server.tli,
+                segno,
+            }
+            .file_name(server.seg_size)
+        })
+        .collect()
 }
 
 #[cfg(test)]

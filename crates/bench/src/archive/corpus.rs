@@ -2,7 +2,7 @@
 
 use super::tools::mkdir_for_server;
 use crate::error::{Error, IoContext, Result};
-use crate::runs::{lsn, Server};
+use crate::runs::{lsn, segment_names, Server};
 use pgtest::Cluster;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -52,15 +52,7 @@ fn isolate(
         chunk(round)?;
         round += 1;
     }
-    let names: Vec<String> = (first.segno..first.segno + u64::from(n))
-        .map(|segno| {
-            SegmentName {
-                tli: server.tli,
-                segno,
-            }
-            .file_name(server.seg_size)
-        })
-        .collect();
+    let names = segment_names(server, first.segno..first.segno + u64::from(n));
     let last = names
         .last()
         .ok_or(Error::Internal("a corpus of no segment"))?;
