@@ -5,6 +5,10 @@
 //! then drops `msg.bytes.len()` bytes from the front and polls again. Lengths are checked
 //! against PostgreSQL's limits as soon as the 5-byte header (8 for a first packet) is there,
 //! so [`Framer::peek_len`] tells a reader how much to buffer before the body has arrived.
+//!
+//! A proxy should not hold a 300 MB DataRow whole: [`Framer::poll_piece`] returns messages up
+//! to [`Framer::whole_max`] whole and longer typed messages as successive [`Piece`]s of whatever
+//! bytes are buffered, so the caller's buffer stays bounded by that limit.
 
 use codec::Cursor;
 
@@ -61,6 +65,47 @@ impl Message<'_> {
     }
 }
 
+/// A whole message or part of one, borrowed from the caller's buffer (see
+/// [`Framer::poll_piece`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Piece<'a> {
+    /// What the message this piece belongs to is.
+    pub kind: Kind<'a>,
+    /// The message's bytes in this piece: the first piece starts with the type byte and
+    /// length word.
+    pub bytes: &'a [u8],
+    /// Length of the whole message, type byte and length word included.
+    pub total: usize,
+    /// This piece starts the message.
+    pub first: bool,
+    /// This piece ends the message.
+    pub last: bool,
+}
+
+impl<'a> Piece<'a> {
+    /// A whole message as a single piece.
+    pub fn whole(msg: Message<'a>) -> Self {
+        Piece {
+            kind: msg.kind,
+            total: msg.bytes.len(),
+            bytes: msg.bytes,
+            first: true,
+            last: true,
+        }
+    }
+
+    /// The message type byte; `None` for a first packet.
+    pub fn tag(&self) -> Option<u8> {
+        match self.kind {
+            Kind::Typed(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+/// Default [`Framer::whole_max`]: typed messages up to 256 KiB are returned whole.
+pub const DEFAULT_WHOLE_MAX: usize = 256 * 1024;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     /// The next bytes are a first packet (no type byte).
@@ -79,6 +124,9 @@ pub struct Framer {
     direction: Direction,
     state: State,
     offset: u64,
+    whole_max: usize,
+    /// Type byte and bytes still to come of a message being returned in pieces.
+    partial: Option<(u8, usize)>,
 }
 
 /// The bytes a message's header occupies before its length is known.
@@ -97,7 +145,27 @@ impl Framer {
             direction,
             state,
             offset: 0,
+            whole_max: DEFAULT_WHOLE_MAX,
+            partial: None,
         }
+    }
+
+    /// Sets the longest typed message [`Framer::poll_piece`] returns whole (at least the
+    /// longest first packet, 10000 bytes, so first packets are always whole).
+    pub fn with_whole_max(mut self, whole_max: usize) -> Self {
+        self.whole_max = whole_max.max(MAX_STARTUP_PACKET_LENGTH as usize + 4);
+        self
+    }
+
+    /// The longest typed message [`Framer::poll_piece`] returns whole; a reader that buffers
+    /// this many bytes always makes progress.
+    pub fn whole_max(&self) -> usize {
+        self.whole_max
+    }
+
+    /// True while a message returned in pieces has bytes still to come.
+    pub fn in_message(&self) -> bool {
+        self.partial.is_some()
     }
 
     /// The stream this framer reads.
@@ -151,7 +219,12 @@ impl Framer {
     ///
     /// The caller must drop `msg.bytes.len()` bytes from the front of its buffer before the
     /// next call: the framer counts them as read.
+    /// While a message returned by [`Framer::poll_piece`] is unfinished this returns
+    /// `Ok(None)`: its remaining bytes are not a header.
     pub fn poll<'a>(&mut self, buf: &'a [u8]) -> Result<Option<Message<'a>>, FrameError> {
+        if self.partial.is_some() {
+            return Ok(None);
+        }
         let msg = match self.state {
             State::First => self.poll_first(buf)?,
             State::Typed => self.poll_typed(buf)?,
@@ -166,8 +239,60 @@ impl Framer {
         Ok(msg)
     }
 
+    /// The next piece at the front of `buf`, `Ok(None)` if more bytes are needed.
+    ///
+    /// Messages up to [`Framer::whole_max`] bytes come whole, as [`Framer::poll`] returns
+    /// them. A longer typed message comes as a first piece once its header is there, then as
+    /// pieces of whatever follows, up to its end; its length was checked against the caps
+    /// from the header. The caller drops `piece.bytes.len()` bytes from the front of its buffer
+    /// before the next call.
+    pub fn poll_piece<'a>(&mut self, buf: &'a [u8]) -> Result<Option<Piece<'a>>, FrameError> {
+        if let Some((tag, remaining)) = self.partial {
+            if buf.is_empty() {
+                return Ok(None);
+            }
+            let n = remaining.min(buf.len());
+            let left = remaining - n;
+            self.partial = (left > 0).then_some((tag, left));
+            self.offset += n as u64;
+            return Ok(Some(Piece {
+                kind: Kind::Typed(tag),
+                bytes: &buf[..n],
+                total: 0,
+                first: false,
+                last: left == 0,
+            }));
+        }
+        if self.state == State::Typed {
+            if let Some((len, tag)) = self.typed_len(buf)? {
+                if len > self.whole_max {
+                    let n = len.min(buf.len());
+                    self.partial = (n < len).then_some((tag, len - n));
+                    self.offset += n as u64;
+                    return Ok(Some(Piece {
+                        kind: Kind::Typed(tag),
+                        bytes: &buf[..n],
+                        total: len,
+                        first: true,
+                        last: n == len,
+                    }));
+                }
+            }
+        }
+        Ok(self.poll(buf)?.map(Piece::whole))
+    }
+
     /// Call when the stream has ended with `rest` unread: an error if a message was cut off.
     pub fn finish(&self, rest: &[u8]) -> Result<(), FrameError> {
+        if let Some((tag, remaining)) = self.partial {
+            return Err(self.err(
+                Some(tag),
+                FrameErrorKind::Truncated {
+                    have: rest.len(),
+                    need: remaining,
+                },
+            ));
+        }
         if rest.is_empty() {
             return Ok(());
         }

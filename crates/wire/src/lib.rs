@@ -21,7 +21,7 @@ pub mod link;
 pub mod startup;
 
 pub use error::{FrameError, FrameErrorKind, LinkError};
-pub use framer::{Framer, Kind, Message};
+pub use framer::{Framer, Kind, Message, Piece};
 
 use std::fmt;
 

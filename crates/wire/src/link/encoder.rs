@@ -7,7 +7,7 @@ use super::frame::{self, put_frame, put_header, HEADER_LEN};
 use super::{check_spec, Counters, CHUNK_RAW_MAX, DEFAULT_THRESHOLD, MAX_SPEC_LEN};
 use crate::backend::READY_FOR_QUERY;
 use crate::error::LinkError;
-use crate::framer::Message;
+use crate::framer::{Message, Piece};
 use crate::{backend, frontend, Direction};
 
 /// A set of message type bytes.
@@ -173,40 +173,74 @@ impl LinkEncoder {
 
     /// Adds one whole message given as its type byte (`None` for a first packet) and bytes.
     pub fn push_bytes(&mut self, tag: Option<u8>, bytes: &[u8]) -> Result<(), LinkError> {
+        self.start_message(tag, bytes.len())?;
+        self.append(bytes)?;
+        self.end_message(tag)
+    }
+
+    /// Adds one piece from [`crate::Framer::poll_piece`]: a long message passes through in
+    /// pieces, never held whole, and is compressed or sent verbatim as a whole message would.
+    pub fn push_piece(&mut self, piece: &Piece<'_>) -> Result<(), LinkError> {
+        if piece.first {
+            self.start_message(piece.tag(), piece.total)?;
+        }
+        self.append(piece.bytes)?;
+        if piece.last {
+            self.end_message(piece.tag())?;
+        }
+        Ok(())
+    }
+
+    /// Decides how the message starting now, `len` bytes long, travels.
+    fn start_message(&mut self, tag: Option<u8>, len: usize) -> Result<(), LinkError> {
         self.counters.messages += 1;
-        self.counters.raw_bytes += bytes.len() as u64;
         let compress = self.ready
             && self.ctx.is_some()
             && tag.is_some_and(|t| self.config.compress.contains(t))
             // The threshold decides whether a run starts; a run already being compressed
             // takes short messages of a compressible type too (COPY sends one CopyData per
             // row, and narrow rows fall under 60 bytes), across flushes.
-            && (bytes.len() >= self.config.threshold || self.in_run);
+            && (len >= self.config.threshold || self.in_run);
         self.in_run = compress;
         if compress {
             self.verbatim_at = None;
-            let mut rest = bytes;
-            while !rest.is_empty() {
-                let n = rest.len().min(CHUNK_RAW_MAX - self.chunk_raw);
-                let (piece, tail) = rest.split_at(n);
-                if let Some(ctx) = self.ctx.as_mut() {
-                    ctx.write(piece, &mut self.chunk)
-                        .map_err(|e| LinkError::Compress {
-                            direction: self.direction,
-                            reason: e.to_string(),
-                        })?;
-                }
-                self.chunk_raw += n;
-                rest = tail;
-                if self.chunk_raw == CHUNK_RAW_MAX {
-                    self.finish_chunk()?;
-                }
-            }
+        } else {
+            self.finish_chunk()?;
+        }
+        Ok(())
+    }
+
+    /// Adds bytes of the current message, compressed or verbatim as decided at its start.
+    fn append(&mut self, bytes: &[u8]) -> Result<(), LinkError> {
+        self.counters.raw_bytes += bytes.len() as u64;
+        if !self.in_run {
+            self.put_verbatim(bytes);
             return Ok(());
         }
-        self.finish_chunk()?;
-        self.put_verbatim(bytes);
-        if self.direction == Direction::BackendToFrontend
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let n = rest.len().min(CHUNK_RAW_MAX - self.chunk_raw);
+            let (piece, tail) = rest.split_at(n);
+            if let Some(ctx) = self.ctx.as_mut() {
+                ctx.write(piece, &mut self.chunk)
+                    .map_err(|e| LinkError::Compress {
+                        direction: self.direction,
+                        reason: e.to_string(),
+                    })?;
+            }
+            self.chunk_raw += n;
+            rest = tail;
+            if self.chunk_raw == CHUNK_RAW_MAX {
+                self.finish_chunk()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The current message has ended.
+    fn end_message(&mut self, tag: Option<u8>) -> Result<(), LinkError> {
+        if !self.in_run
+            && self.direction == Direction::BackendToFrontend
             && !self.ready
             && tag == Some(READY_FOR_QUERY)
         {
