@@ -486,6 +486,6 @@ fn incompressible_changes_are_stored_raw() {
     }
     let s = a.stats();
     assert_eq!(s.raw_bytes, raw);
-    // Headers only: 13 bytes a record, 4 a change, the file header.
+    // Headers only: 13 bytes a record, 2 a change, the file header.
     assert!(s.disk_bytes <= raw + raw / 100, "{s:?}");
 }
