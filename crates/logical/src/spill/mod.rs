@@ -114,8 +114,8 @@ pub(crate) fn unsupported_reason(spec: &Spec) -> Option<&'static str> {
     None
 }
 
-/// Encodes the file header.
-pub(crate) fn file_header(spec: &Spec, xid: u32) -> [u8; FILE_HEADER_LEN] {
+/// Encodes the file header of a spill file for `xid` written with `spec`.
+pub fn file_header(spec: &Spec, xid: u32) -> [u8; FILE_HEADER_LEN] {
     let mut h = [0u8; FILE_HEADER_LEN];
     h[..8].copy_from_slice(&MAGIC);
     h[8] = VERSION;
