@@ -73,7 +73,6 @@ impl AssemblerConfig {
 
 /// What became ready after a message.
 #[derive(Debug)]
-#[non_exhaustive]
 pub enum Ready {
     /// A transaction committed (Commit or Stream Commit); consume it before the next push.
     Txn(CommittedTxn),
@@ -205,8 +204,10 @@ impl Assembler {
                 }
                 if s.first_segment {
                     self.drop_txn(s.xid);
+                    self.txns.insert(s.xid, Txn::new(s.xid));
+                } else if !self.txns.contains_key(&s.xid) {
+                    return Err(violation(Violation::UnknownStream { xid: s.xid }));
                 }
-                self.txns.entry(s.xid).or_insert_with(|| Txn::new(s.xid));
                 Ok(None)
             }
             Message::StreamStop => Ok(None),
@@ -277,8 +278,7 @@ impl Assembler {
         let t = self
             .txns
             .entry(xid)
-            // A block's Stream Start always made the entry; this covers a caller that fed a
-            // session from the middle of a block.
+            // Begin and Stream Start made the entry; never reached otherwise.
             .or_insert_with(|| Txn::new(xid));
         let before = t.tail.len();
         t.push(subxid, payload);

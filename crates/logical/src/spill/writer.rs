@@ -254,15 +254,15 @@ impl SpillWriter {
         raw: &[u8],
     ) -> Result<(), AssembleError> {
         let body = stored.unwrap_or(raw);
-        let header = RecordHeader::new(strategy, body.len(), raw).ok_or_else(|| {
-            AssembleError::Compress {
+        let header = RecordHeader::new(strategy, body.len(), raw)
+            .filter(|_| raw.len() <= super::MAX_RECORD_RAW)
+            .ok_or_else(|| AssembleError::Compress {
                 path: self.guard.path.clone(),
                 source: codec::CodecError::InputTooLarge {
                     method: self.spec.method,
                     len: raw.len(),
                 },
-            }
-        })?;
+            })?;
         self.file
             .write_all(&header.encode())
             .and_then(|()| self.file.write_all(body))
