@@ -91,15 +91,6 @@ impl SpillWriter {
         xid: u32,
         counters: Arc<Counters>,
     ) -> Result<SpillWriter, AssembleError> {
-        let block = match spec.method {
-            Method::None => None,
-            _ => Some(
-                BlockCompressor::new(&spec).map_err(|source| AssembleError::Compress {
-                    path: path.clone(),
-                    source,
-                })?,
-            ),
-        };
         let mut file = OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -121,7 +112,7 @@ impl SpillWriter {
             guard,
             file,
             spec,
-            block,
+            block: None,
             frame: None,
             stored: Vec::new(),
         })
@@ -179,6 +170,10 @@ impl SpillWriter {
     }
 
     fn one_shot(&mut self, raw: &[u8]) -> Result<(), AssembleError> {
+        // Made on first use: a zstd context is megabytes, and most files never need one.
+        if self.block.is_none() {
+            self.block = Some(BlockCompressor::new(&self.spec).map_err(self.compress_err())?);
+        }
         let mut stored = std::mem::take(&mut self.stored);
         let r = match self.block.as_mut() {
             Some(b) => b.compress(raw, &mut stored).map_err(self.compress_err()),
