@@ -501,3 +501,12 @@ fn incompressible_changes_are_stored_raw() {
     // Headers only: 13 bytes a record, 2 a change, the file header.
     assert!(s.disk_bytes <= raw + raw / 100, "{s:?}");
 }
+
+#[test]
+fn assembler_and_transactions_can_move_to_another_thread() {
+    fn send<T: Send>() {}
+    send::<Assembler>();
+    send::<CommittedTxn>();
+    send::<Ready>();
+    send::<AssembleError>();
+}
