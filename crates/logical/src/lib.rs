@@ -1,5 +1,7 @@
 //! Logical replication for pgcompress: a sans-IO decoder of PostgreSQL's `pgoutput` messages
-//! (protocol versions 1 to 4) and of the replication CopyData wrappers around them.
+//! (protocol versions 1 to 4) and of the replication CopyData wrappers around them, and the
+//! [`Assembler`] that turns a session's messages into committed transactions, holding streamed
+//! (in-progress) transactions in memory up to a limit and then in compressed [`spill`] files.
 //!
 //! The formats mirror `src/include/replication/logicalproto.h` and the "Logical Replication
 //! Message Formats" and "Streaming Replication Protocol" sections of `doc/src/sgml/protocol.sgml`.
@@ -17,6 +19,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod assemble;
 pub mod copy;
 mod decoder;
 pub mod dml;
@@ -25,11 +28,15 @@ mod lsn;
 pub mod message;
 mod reader;
 pub mod schema;
+pub mod spill;
 pub mod stream;
 pub mod tuple;
 pub mod twophase;
 pub mod txn;
 
+pub use assemble::{
+    AssembleError, Assembler, AssemblerConfig, CommittedTxn, Ready, SpillStats, TxnStats, Violation,
+};
 pub use copy::{CopyMessage, Keepalive, StandbyStatus, XLogData};
 pub use decoder::{Decoder, Message, Options, Streaming, MAX_PROTO_VERSION, MIN_PROTO_VERSION};
 pub use error::{DecodeError, ErrorKind};
