@@ -7,7 +7,7 @@
 //! [`Sink::last_lsn`]. Standard output has no state and no recovery.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufWriter, Stdout, Write};
+use std::io::{self, BufWriter, Seek, Stdout, Write};
 use std::path::{Path, PathBuf};
 
 use super::OutputError;
@@ -43,6 +43,7 @@ pub struct Sink {
     path: Option<PathBuf>,
     written: Position,
     durable: Position,
+    txn_start: u64,
     recovered_tail: u64,
 }
 
@@ -188,7 +189,6 @@ impl Sink {
         file.sync_all().map_err(io_err(path, "fsync"))?;
         sync_dir(path)?;
         let mut file = BufWriter::with_capacity(BUFFER, file);
-        use std::io::Seek;
         file.seek(io::SeekFrom::Start(durable.offset))
             .map_err(io_err(path, "seek"))?;
         Ok(Sink {
@@ -196,6 +196,7 @@ impl Sink {
             path: Some(path.to_owned()),
             written: durable,
             durable,
+            txn_start: durable.offset,
             recovered_tail,
         })
     }
@@ -207,6 +208,7 @@ impl Sink {
             path: None,
             written: Position::default(),
             durable: Position::default(),
+            txn_start: 0,
             recovered_tail: 0,
         }
     }
@@ -249,8 +251,28 @@ impl Sink {
 
     /// Marks the end of a transaction (commit `lsn`, end `end_lsn`) in what was written.
     pub fn end_txn(&mut self, lsn: Lsn, end_lsn: Lsn) {
-        self.written.lsn = lsn;
-        self.written.end_lsn = end_lsn;
+        self.written.lsn = self.written.lsn.max(lsn);
+        self.written.end_lsn = self.written.end_lsn.max(end_lsn);
+        self.txn_start = self.written.offset;
+    }
+
+    /// Takes back the bytes of a transaction that was being written when it failed (a
+    /// corrupt spill record, a decoding error), so no part of it stays in the file. Standard
+    /// output cannot take back what it already passed on.
+    pub fn discard_open_txn(&mut self) -> Result<(), OutputError> {
+        if self.written.offset == self.txn_start {
+            return Ok(());
+        }
+        if let (Target::File(f), Some(path)) = (&mut self.target, &self.path) {
+            f.flush().map_err(io_err(path, "write"))?;
+            f.get_ref()
+                .set_len(self.txn_start)
+                .map_err(io_err(path, "truncate"))?;
+            f.seek(io::SeekFrom::Start(self.txn_start))
+                .map_err(io_err(path, "seek"))?;
+        }
+        self.written.offset = self.txn_start;
+        Ok(())
     }
 
     /// Makes everything written durable (fsync, then the state file) and returns the new
@@ -304,6 +326,22 @@ mod tests {
         assert_eq!(s.last_lsn(), Lsn(10));
         assert_eq!(s.durable().end_lsn, Lsn(11));
         assert_eq!(fs::read(&out).unwrap(), b"one\n");
+    }
+
+    #[test]
+    fn a_failed_transaction_leaves_no_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.jsonl");
+        let mut s = Sink::open(&out).unwrap();
+        s.write(b"ok\n").unwrap();
+        s.end_txn(Lsn(5), Lsn(6));
+        s.write(&vec![b'x'; 3 << 20]).unwrap();
+        s.discard_open_txn().unwrap();
+        s.write(b"next\n").unwrap();
+        s.end_txn(Lsn(7), Lsn(8));
+        assert_eq!(s.sync().unwrap().offset, 8);
+        drop(s);
+        assert_eq!(fs::read(&out).unwrap(), b"ok\nnext\n");
     }
 
     #[test]
