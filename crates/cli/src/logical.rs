@@ -15,9 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
-use logical::conn::{
-    proto_version_for, ConnConfig, Connection, CopyEvent, Env, StartOptions,
-};
+use logical::conn::{proto_version_for, ConnConfig, Connection, CopyEvent, Env, StartOptions};
 use logical::output::{JsonLines, Sink, TxnInfo};
 use logical::{
     Assembler, AssemblerConfig, CommittedTxn, CopyMessage, Decoder, Lsn, Message, Options, Ready,
@@ -267,6 +265,9 @@ impl Recv {
                     None => {}
                     Some(Ready::Txn(t)) => self.on_txn(t)?,
                     Some(Ready::NonTransactional(p)) => self.on_message(&p)?,
+                    Some(other) => anyhow::bail!(
+                        "the assembler gave {other:?}, which this version cannot write"
+                    ),
                 }
             }
             CopyMessage::Keepalive(k) => {
@@ -295,9 +296,10 @@ impl Recv {
         if !skip {
             self.json.begin(&info, &mut out);
         }
-        while t.next_payload(&mut payload).with_context(|| {
-            format!("transaction {} committed at {}", t.xid, t.commit_lsn)
-        })? {
+        while t
+            .next_payload(&mut payload)
+            .with_context(|| format!("transaction {} committed at {}", t.xid, t.commit_lsn))?
+        {
             let msg = t.decode(&mut self.decoder, &payload).with_context(|| {
                 format!("transaction {} committed at {}", info.xid, info.commit_lsn)
             })?;

@@ -151,6 +151,20 @@ impl Decoder {
         Ok(out)
     }
 
+    /// Decodes a message stored by the assembler: `stream_xid` is the transaction's xid when
+    /// it was received inside a streamed block (so DML and schema messages carry a subxid),
+    /// `None` otherwise. The decoder's own stream state is left as it was.
+    pub(crate) fn decode_stored<'a>(
+        &mut self,
+        msg: &'a [u8],
+        stream_xid: Option<u32>,
+    ) -> Result<Message<'a>, DecodeError> {
+        let saved = std::mem::replace(&mut self.stream_xid, stream_xid);
+        let out = self.decode(msg);
+        self.stream_xid = saved;
+        out
+    }
+
     fn body<'a>(&self, tag: u8, r: &mut Reader<'a>) -> Result<Message<'a>, DecodeError> {
         // Inside a streamed block, these kinds carry the (sub)transaction xid after the tag.
         let xid = |r: &mut Reader<'a>| -> Result<Option<u32>, DecodeError> {

@@ -17,6 +17,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod assemble;
 pub mod conn;
 pub mod copy;
 mod decoder;
@@ -27,11 +28,15 @@ pub mod message;
 pub mod output;
 mod reader;
 pub mod schema;
+pub mod spill;
 pub mod stream;
 pub mod tuple;
 pub mod twophase;
 pub mod txn;
 
+pub use assemble::{
+    AssembleError, Assembler, AssemblerConfig, CommittedTxn, Ready, SpillStats, TxnStats, Violation,
+};
 pub use copy::{CopyMessage, Keepalive, StandbyStatus, XLogData};
 pub use decoder::{Decoder, Message, Options, Streaming, MAX_PROTO_VERSION, MIN_PROTO_VERSION};
 pub use error::{DecodeError, ErrorKind};

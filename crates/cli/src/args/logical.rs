@@ -44,7 +44,12 @@ pub struct RecvArgs {
     #[arg(short = 'S', long, value_name = "NAME")]
     pub slot: String,
     /// Publication(s) to receive, comma-separated.
-    #[arg(long, value_name = "NAME[,NAME]", value_delimiter = ',', required = true)]
+    #[arg(
+        long,
+        value_name = "NAME[,NAME]",
+        value_delimiter = ',',
+        required = true
+    )]
     pub publication: Vec<String>,
     /// Create the slot first (pgoutput).
     #[arg(long)]

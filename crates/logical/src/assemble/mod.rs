@@ -1,0 +1,355 @@
+//! The transaction assembler: pgoutput messages in, committed transactions out, in commit
+//! order, whether they came whole (Begin … Commit) or streamed in blocks while in progress
+//! (Stream Start … Stop, many times, then Stream Commit or Abort).
+//!
+//! It does what PostgreSQL's apply worker does with a streamed transaction (`worker.c`:
+//! `stream_open_file`, `subxact_info_add`, `stream_abort_internal`), with the reorderbuffer's
+//! memory rule (`ReorderBufferCheckMemoryLimit`): open transactions are held in memory up to
+//! `work_mem` together; past it, the largest one's changes go to its spill file
+//! ([`crate::spill`]), compressed. A subtransaction abort cuts the memory tail or the file back
+//! to where that subtransaction began; a top-level abort deletes the file; a Stream Start with
+//! `first_segment` for an xid already held (the server decoding again after a reconnect)
+//! starts it over.
+//!
+//! Sans-IO apart from the spill files: the caller moves bytes from the connection and decides
+//! when to confirm.
+
+mod committed;
+pub(crate) mod error;
+pub(crate) mod stats;
+mod txn;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use codec::{Method, Spec};
+
+pub use committed::CommittedTxn;
+pub use error::{AssembleError, Violation};
+pub use stats::{SpillStats, TxnStats};
+
+use crate::decoder::{Decoder, Message, Options};
+use crate::Lsn;
+use committed::CommitInfo;
+use stats::Counters;
+use txn::{FileSpec, Txn};
+
+/// Default memory for open transactions: 64 MiB, PostgreSQL's `logical_decoding_work_mem`.
+pub const DEFAULT_WORK_MEM: usize = 64 << 20;
+
+/// Prefix of every spill file name this store writes (and the only files it removes).
+pub const FILE_PREFIX: &str = "pgcompress-spill-";
+/// Suffix of every spill file name this store writes.
+pub const FILE_SUFFIX: &str = ".spill";
+
+/// How the assembler holds open transactions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AssemblerConfig {
+    /// Bytes of changes all open transactions may hold in memory together.
+    pub work_mem: usize,
+    /// Directory of the spill files (created if missing). One assembler per directory: it
+    /// removes the spill files it finds there when it starts.
+    pub spill_dir: PathBuf,
+    /// Compression of spill files: `lz4` (default), `zstd[:N]`, `pglz` or `none`.
+    pub spec: Spec,
+}
+
+impl AssemblerConfig {
+    /// The defaults (64 MiB, lz4) with spill files in `spill_dir`.
+    pub fn new(spill_dir: impl Into<PathBuf>) -> AssemblerConfig {
+        AssemblerConfig {
+            work_mem: DEFAULT_WORK_MEM,
+            spill_dir: spill_dir.into(),
+            spec: Spec {
+                method: Method::Lz4,
+                level: None,
+                long: None,
+                workers: None,
+            },
+        }
+    }
+}
+
+/// What became ready after a message.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Ready {
+    /// A transaction committed (Commit or Stream Commit); consume it before the next push.
+    Txn(CommittedTxn),
+    /// A non-transactional logical message (`M` with flags 0), the payload as received.
+    NonTransactional(Vec<u8>),
+}
+
+/// Assembles the transactions of one replication session.
+pub struct Assembler {
+    config: AssemblerConfig,
+    decoder: Decoder,
+    txns: HashMap<u32, Txn>,
+    /// The non-streamed transaction being received (between Begin and Commit).
+    current: Option<u32>,
+    memory: usize,
+    received: u64,
+    counters: Arc<Counters>,
+    next_file: u64,
+}
+
+impl std::fmt::Debug for Assembler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Assembler")
+            .field("config", &self.config)
+            .field("open", &self.txns.len())
+            .field("memory", &self.memory)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Assembler {
+    /// An assembler for a session negotiated with `options`. Creates `spill_dir` if needed and
+    /// removes leftover spill files of this store there (its own file names only).
+    pub fn new(config: AssemblerConfig, options: Options) -> Result<Self, AssembleError> {
+        if let Some(reason) = crate::spill::unsupported_reason(&config.spec) {
+            return Err(AssembleError::Spec {
+                spec: config.spec.to_string(),
+                reason: reason.into(),
+            });
+        }
+        // Refuse a bad level now rather than at the first spill.
+        codec::BlockCompressor::new(&config.spec).map_err(|e| AssembleError::Spec {
+            spec: config.spec.to_string(),
+            reason: e.to_string(),
+        })?;
+        let decoder = Decoder::new(options)?;
+        let dir = &config.spill_dir;
+        std::fs::create_dir_all(dir).map_err(AssembleError::io(dir))?;
+        for entry in std::fs::read_dir(dir).map_err(AssembleError::io(dir))? {
+            let entry = entry.map_err(AssembleError::io(dir))?;
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with(FILE_PREFIX) && name.ends_with(FILE_SUFFIX) {
+                let p = entry.path();
+                std::fs::remove_file(&p).map_err(AssembleError::io(&p))?;
+            }
+        }
+        Ok(Assembler {
+            config,
+            decoder,
+            txns: HashMap::new(),
+            current: None,
+            memory: 0,
+            received: 0,
+            counters: Arc::new(Counters::default()),
+            next_file: 0,
+        })
+    }
+
+    /// The decoder state of the session (negotiated options, open streamed block).
+    pub fn decoder(&self) -> &Decoder {
+        &self.decoder
+    }
+
+    /// Totals: raw and on-disk bytes, memory, open and spilled transactions, files.
+    pub fn stats(&self) -> SpillStats {
+        SpillStats {
+            received_bytes: self.received,
+            raw_bytes: Counters::get(&self.counters.raw_bytes),
+            disk_written_bytes: Counters::get(&self.counters.disk_written_bytes),
+            disk_bytes: Counters::get(&self.counters.disk_bytes),
+            memory_bytes: self.memory as u64,
+            open_txns: self.txns.len() as u64,
+            spilled_txns: Counters::get(&self.counters.spilled_txns),
+            files: Counters::get(&self.counters.files),
+        }
+    }
+
+    /// One pgoutput payload (the data of an XLogData) and the XLogData's WAL start LSN.
+    /// Returns what became ready.
+    pub fn push(&mut self, wal_start: Lsn, payload: &[u8]) -> Result<Option<Ready>, AssembleError> {
+        let block = self.decoder.stream_xid();
+        let msg = self
+            .decoder
+            .decode(payload)
+            .map_err(|e| e.with_lsn(wal_start))?;
+        let violation = |violation| AssembleError::Protocol {
+            lsn: wal_start,
+            violation,
+        };
+        match msg {
+            Message::Begin(b) => {
+                if let Some(open) = self.current.or(block) {
+                    return Err(violation(Violation::BeginInsideTransaction { open }));
+                }
+                // A streamed transaction of that xid from before a reconnect is stale.
+                self.drop_txn(b.xid);
+                self.txns.insert(b.xid, Txn::new(b.xid));
+                self.current = Some(b.xid);
+                Ok(None)
+            }
+            Message::Commit(c) => {
+                let xid = self
+                    .current
+                    .take()
+                    .ok_or(violation(Violation::CommitWithoutBegin))?;
+                let info = CommitInfo {
+                    xid,
+                    commit_lsn: c.commit_lsn,
+                    end_lsn: c.end_lsn,
+                    commit_time: c.commit_time,
+                    streamed: false,
+                };
+                Ok(Some(Ready::Txn(self.commit(info))))
+            }
+            Message::StreamStart(s) => {
+                if let Some(open) = self.current {
+                    return Err(violation(Violation::StreamInsideTransaction { open }));
+                }
+                if s.first_segment {
+                    self.drop_txn(s.xid);
+                }
+                self.txns.entry(s.xid).or_insert_with(|| Txn::new(s.xid));
+                Ok(None)
+            }
+            Message::StreamStop => Ok(None),
+            Message::StreamCommit(c) => {
+                if let Some(open) = self.current {
+                    return Err(violation(Violation::StreamInsideTransaction { open }));
+                }
+                if let Some(open) = block {
+                    return Err(violation(Violation::EndInsideBlock { open }));
+                }
+                let info = CommitInfo {
+                    xid: c.xid,
+                    commit_lsn: c.commit_lsn,
+                    end_lsn: c.end_lsn,
+                    commit_time: c.commit_time,
+                    streamed: true,
+                };
+                Ok(Some(Ready::Txn(self.commit(info))))
+            }
+            Message::StreamAbort(a) => {
+                if let Some(open) = self.current {
+                    return Err(violation(Violation::StreamInsideTransaction { open }));
+                }
+                if let Some(open) = block {
+                    return Err(violation(Violation::EndInsideBlock { open }));
+                }
+                // An abort for an xid not held is tolerated (PostgreSQL 18 before aa4c52b808
+                // could send one for a transaction it never streamed).
+                if a.is_top_level() {
+                    self.drop_txn(a.xid);
+                } else if let Some(t) = self.txns.get_mut(&a.xid) {
+                    let before = t.tail.len();
+                    let r = t.abort_sub(a.subxid);
+                    self.memory = self.memory - before + t.tail.len();
+                    r?;
+                }
+                Ok(None)
+            }
+            Message::Message(m) if !m.is_transactional() => {
+                Ok(Some(Ready::NonTransactional(payload.to_vec())))
+            }
+            Message::Origin(_)
+            | Message::Relation(_)
+            | Message::Type(_)
+            | Message::Insert(_)
+            | Message::Update(_)
+            | Message::Delete(_)
+            | Message::Truncate(_)
+            | Message::Message(_) => {
+                let subxid = msg.stream_xid();
+                let Some(xid) = block.or(self.current) else {
+                    return Err(violation(Violation::OutsideTransaction { tag: payload[0] }));
+                };
+                self.store(xid, subxid, payload)?;
+                Ok(None)
+            }
+            _ => Err(violation(Violation::TwoPhase { tag: payload[0] })),
+        }
+    }
+
+    /// Files one message under `xid`, then keeps memory within `work_mem`.
+    fn store(
+        &mut self,
+        xid: u32,
+        subxid: Option<u32>,
+        payload: &[u8],
+    ) -> Result<(), AssembleError> {
+        let t = self
+            .txns
+            .entry(xid)
+            // A block's Stream Start always made the entry; this covers a caller that fed a
+            // session from the middle of a block.
+            .or_insert_with(|| Txn::new(xid));
+        let before = t.tail.len();
+        t.push(subxid, payload);
+        self.memory = self.memory - before + t.tail.len();
+        self.received += payload.len() as u64;
+        // A transaction that is already on disk writes its changes out in whole records
+        // instead of holding them: memory stays small and records stay large.
+        if t.file.is_some() && t.tail.len() >= crate::spill::RECORD_TARGET {
+            self.spill(xid)?;
+        }
+        while self.memory > self.config.work_mem {
+            let Some(largest) = self
+                .txns
+                .values()
+                .filter(|t| !t.tail.is_empty())
+                .max_by_key(|t| t.tail.len())
+                .map(|t| t.xid)
+            else {
+                break;
+            };
+            self.spill(largest)?;
+        }
+        Ok(())
+    }
+
+    /// Moves `xid`'s in-memory changes to its spill file.
+    fn spill(&mut self, xid: u32) -> Result<(), AssembleError> {
+        let Some(t) = self.txns.get_mut(&xid) else {
+            return Ok(());
+        };
+        let path = if t.file.is_none() {
+            self.next_file += 1;
+            self.config.spill_dir.join(format!(
+                "{FILE_PREFIX}{xid}-{}{FILE_SUFFIX}",
+                self.next_file
+            ))
+        } else {
+            PathBuf::new()
+        };
+        let before = t.tail.len();
+        let r = t.spill(FileSpec {
+            path,
+            spec: &self.config.spec,
+            counters: &self.counters,
+        });
+        self.memory = self.memory - before + t.tail.len();
+        r
+    }
+
+    /// Forgets `xid` (its file is deleted).
+    fn drop_txn(&mut self, xid: u32) {
+        if let Some(t) = self.txns.remove(&xid) {
+            self.memory -= t.tail.len();
+        }
+    }
+
+    /// Takes `info.xid` out of the open transactions as committed (empty when not held: a
+    /// streamed transaction none of whose changes were sent).
+    fn commit(&mut self, info: CommitInfo) -> CommittedTxn {
+        let t = self
+            .txns
+            .remove(&info.xid)
+            .unwrap_or_else(|| Txn::new(info.xid));
+        self.memory -= t.tail.len();
+        let f = t.finish();
+        let stats = TxnStats {
+            raw_bytes: f.raw_bytes,
+            spilled_raw_bytes: f.spilled_raw,
+            disk_bytes: f.file.as_ref().map_or(0, |g| g.len()),
+            changes: f.changes,
+        };
+        CommittedTxn::new(info, stats, f.file, f.tail)
+    }
+}

@@ -1,0 +1,67 @@
+//! Byte counters of the spill store: raw change bytes against bytes on disk, per transaction
+//! and in total (the seed patch's open item: `spill_bytes` next to what was really written).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What one committed transaction cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TxnStats {
+    /// Payload bytes of its surviving changes (what pgoutput sent for them).
+    pub raw_bytes: u64,
+    /// Of those, the bytes held in its spill file (the rest stayed in memory).
+    pub spilled_raw_bytes: u64,
+    /// Size of its spill file at commit, headers included; 0 when it never spilled.
+    pub disk_bytes: u64,
+    /// Number of stored messages (changes, Relation, Type, Message, Origin).
+    pub changes: u64,
+}
+
+/// Totals of an [`crate::Assembler`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SpillStats {
+    /// Payload bytes of every stored message received, cumulative.
+    pub received_bytes: u64,
+    /// Payload bytes written to spill files, cumulative (the server's `spill_bytes`).
+    pub raw_bytes: u64,
+    /// Bytes written to spill files, cumulative, headers included (compare with `raw_bytes`).
+    pub disk_written_bytes: u64,
+    /// Bytes in spill files now (files of committed transactions not yet dropped included).
+    pub disk_bytes: u64,
+    /// Bytes of changes held in memory by open transactions now.
+    pub memory_bytes: u64,
+    /// Transactions open now.
+    pub open_txns: u64,
+    /// Transactions that have had a spill file, cumulative.
+    pub spilled_txns: u64,
+    /// Spill files existing now.
+    pub files: u64,
+}
+
+/// Counters shared by the store and the files it handed out with committed transactions.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub raw_bytes: AtomicU64,
+    pub disk_written_bytes: AtomicU64,
+    pub disk_bytes: AtomicU64,
+    pub spilled_txns: AtomicU64,
+    pub files: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn sub(c: &AtomicU64, n: u64) {
+        // Saturating: the counters are reports, never a reason to fail.
+        let _ = c.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+            Some(v.saturating_sub(n))
+        });
+    }
+
+    pub(crate) fn get(c: &AtomicU64) -> u64 {
+        c.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,276 @@
+//! Writes one transaction's spill file: records appended, the file cut back for a
+//! subtransaction abort, deleted when dropped.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use codec::{BlockCompressor, Method, Spec};
+
+use super::{
+    file_header, RecordHeader, FILE_HEADER_LEN, FRAME_MAX_RAW, STRATEGY_ONE_SHOT, STRATEGY_RAW,
+    STRATEGY_STREAM, STRATEGY_STREAM_NEW,
+};
+use crate::assemble::stats::Counters;
+use crate::AssembleError;
+
+/// A spill file's path and size; removes the file and takes it off the counters when dropped.
+#[derive(Debug)]
+pub(crate) struct FileGuard {
+    path: PathBuf,
+    len: u64,
+    counters: Arc<Counters>,
+}
+
+impl FileGuard {
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl Drop for FileGuard {
+    fn drop(&mut self) {
+        // Nothing to do about a failure here: the directory is swept at the next start.
+        let _ = std::fs::remove_file(&self.path);
+        Counters::sub(&self.counters.disk_bytes, self.len);
+        Counters::sub(&self.counters.files, 1);
+    }
+}
+
+/// The bytes a stream encoder produced since the last look.
+#[derive(Clone, Default)]
+struct Sink(Arc<Mutex<Vec<u8>>>);
+
+impl Sink {
+    fn take_into(&self, out: &mut Vec<u8>) {
+        let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        out.clear();
+        std::mem::swap(&mut *v, out);
+    }
+}
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        v.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The open stream frame: an encoder whose history spans records.
+struct Frame {
+    enc: codec::Encoder<Sink>,
+    sink: Sink,
+    raw: usize,
+}
+
+/// Appends records to one spill file.
+pub(crate) struct SpillWriter {
+    guard: FileGuard,
+    file: File,
+    spec: Spec,
+    block: Option<BlockCompressor>,
+    frame: Option<Frame>,
+    stored: Vec<u8>,
+}
+
+impl SpillWriter {
+    /// Creates `path` (which must not exist) for `xid` and writes the file header.
+    pub(crate) fn create(
+        path: PathBuf,
+        spec: Spec,
+        xid: u32,
+        counters: Arc<Counters>,
+    ) -> Result<SpillWriter, AssembleError> {
+        let block = match spec.method {
+            Method::None => None,
+            _ => Some(
+                BlockCompressor::new(&spec).map_err(|source| AssembleError::Compress {
+                    path: path.clone(),
+                    source,
+                })?,
+            ),
+        };
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(AssembleError::io(&path))?;
+        Counters::add(&counters.files, 1);
+        Counters::add(&counters.spilled_txns, 1);
+        let mut guard = FileGuard {
+            path,
+            len: 0,
+            counters,
+        };
+        file.write_all(&file_header(&spec, xid))
+            .map_err(AssembleError::io(&guard.path))?;
+        guard.len = FILE_HEADER_LEN as u64;
+        Counters::add(&guard.counters.disk_bytes, guard.len);
+        Counters::add(&guard.counters.disk_written_bytes, guard.len);
+        Ok(SpillWriter {
+            guard,
+            file,
+            spec,
+            block,
+            frame: None,
+            stored: Vec::new(),
+        })
+    }
+
+    /// Current size of the file.
+    pub(crate) fn len(&self) -> u64 {
+        self.guard.len
+    }
+
+    /// Ends the current stream frame: the next stream record opens an independent one, so
+    /// the file may later be cut back to the current end.
+    pub(crate) fn begin_frame(&mut self) {
+        self.frame = None;
+    }
+
+    /// Writes a batch of small changes (raw record bytes).
+    pub(crate) fn write_batch(&mut self, raw: &[u8]) -> Result<(), AssembleError> {
+        match self.spec.method {
+            Method::None => self.record(STRATEGY_RAW, None, raw),
+            Method::Lz4 | Method::Zstd => self.stream_record(raw),
+            _ => self.one_shot(raw),
+        }
+    }
+
+    /// Writes one large change (raw record bytes) in a record of its own.
+    pub(crate) fn write_large(&mut self, raw: &[u8]) -> Result<(), AssembleError> {
+        match self.spec.method {
+            Method::None => self.record(STRATEGY_RAW, None, raw),
+            _ => self.one_shot(raw),
+        }
+    }
+
+    /// Cuts the file back to `len` (a record boundary where a frame began).
+    pub(crate) fn truncate(&mut self, len: u64) -> Result<(), AssembleError> {
+        let len = len.clamp(FILE_HEADER_LEN as u64, self.guard.len);
+        self.file
+            .set_len(len)
+            .and_then(|()| self.file.seek(SeekFrom::Start(len)).map(drop))
+            .map_err(AssembleError::io(&self.guard.path))?;
+        Counters::sub(&self.guard.counters.disk_bytes, self.guard.len - len);
+        self.guard.len = len;
+        self.frame = None;
+        Ok(())
+    }
+
+    /// Closes the file for writing; the guard still deletes it when dropped.
+    pub(crate) fn into_guard(self) -> FileGuard {
+        self.guard
+    }
+
+    fn compress_err(&self) -> impl FnOnce(codec::CodecError) -> AssembleError {
+        let path = self.guard.path.clone();
+        move |source| AssembleError::Compress { path, source }
+    }
+
+    fn one_shot(&mut self, raw: &[u8]) -> Result<(), AssembleError> {
+        let mut stored = std::mem::take(&mut self.stored);
+        let r = match self.block.as_mut() {
+            Some(b) => b.compress(raw, &mut stored).map_err(self.compress_err()),
+            None => {
+                stored.clear();
+                Ok(())
+            }
+        };
+        let r = r.and_then(|()| {
+            if !stored.is_empty() && stored.len() < raw.len() {
+                self.record(STRATEGY_ONE_SHOT, Some(&stored), raw)
+            } else {
+                self.record(STRATEGY_RAW, None, raw)
+            }
+        });
+        self.stored = stored;
+        r
+    }
+
+    fn stream_record(&mut self, raw: &[u8]) -> Result<(), AssembleError> {
+        let fresh = match &self.frame {
+            Some(f) => f.raw + raw.len() > FRAME_MAX_RAW,
+            None => true,
+        };
+        if fresh {
+            let sink = Sink::default();
+            let enc = codec::Encoder::new(&self.spec, sink.clone()).map_err(self.compress_err())?;
+            self.frame = Some(Frame { enc, sink, raw: 0 });
+        }
+        let mut stored = std::mem::take(&mut self.stored);
+        let path = &self.guard.path;
+        let r = match self.frame.as_mut() {
+            Some(f) => f
+                .enc
+                .write_all(raw)
+                .and_then(|()| f.enc.flush())
+                .map(|()| {
+                    f.raw += raw.len();
+                    f.sink.take_into(&mut stored);
+                })
+                .map_err(|e| AssembleError::Compress {
+                    path: path.clone(),
+                    source: codec::CodecError::Library {
+                        method: self.spec.method,
+                        source: e,
+                    },
+                }),
+            None => Ok(()),
+        };
+        let r = r.and_then(|()| {
+            if stored.len() < raw.len() {
+                let strategy = if fresh {
+                    STRATEGY_STREAM_NEW
+                } else {
+                    STRATEGY_STREAM
+                };
+                self.record(strategy, Some(&stored), raw)
+            } else {
+                // The reader never sees these stream bytes, so the frame cannot go on.
+                self.frame = None;
+                self.record(STRATEGY_RAW, None, raw)
+            }
+        });
+        self.stored = stored;
+        r
+    }
+
+    /// Appends one record: header, then `stored` (or `raw` itself).
+    fn record(
+        &mut self,
+        strategy: u8,
+        stored: Option<&[u8]>,
+        raw: &[u8],
+    ) -> Result<(), AssembleError> {
+        let body = stored.unwrap_or(raw);
+        let header = RecordHeader::new(strategy, body.len(), raw).ok_or_else(|| {
+            AssembleError::Compress {
+                path: self.guard.path.clone(),
+                source: codec::CodecError::InputTooLarge {
+                    method: self.spec.method,
+                    len: raw.len(),
+                },
+            }
+        })?;
+        self.file
+            .write_all(&header.encode())
+            .and_then(|()| self.file.write_all(body))
+            .map_err(AssembleError::io(&self.guard.path))?;
+        let n = (super::RECORD_HEADER_LEN + body.len()) as u64;
+        self.guard.len += n;
+        Counters::add(&self.guard.counters.disk_bytes, n);
+        Counters::add(&self.guard.counters.disk_written_bytes, n);
+        Ok(())
+    }
+}
