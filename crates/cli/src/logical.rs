@@ -384,12 +384,12 @@ impl Recv {
         let s = self.asm.stats();
         let lag = self.received.0.saturating_sub(self.reported.0);
         eprint!(
-            "\rLSN {}  lag {}  txns {}  raw {}  spilled {}   ",
+            "\rLSN {}  lag {}  txns {}  spilled raw {} on disk {}   ",
             self.reported,
             bytes(lag),
             self.txns,
             bytes(s.raw_bytes),
-            bytes(s.disk_bytes),
+            bytes(s.disk_written_bytes),
         );
         let _ = std::io::stderr().flush();
         self.last_progress = Instant::now();
@@ -409,8 +409,10 @@ impl Recv {
                 "output_bytes": self.sink.durable().offset,
                 "last_commit_lsn": self.sink.durable().lsn.to_string(),
                 "flushed_lsn": flushed.to_string(),
+                "received_bytes": s.received_bytes,
+                "spilled_transactions": s.spilled_txns,
                 "spill_raw_bytes": s.raw_bytes,
-                "spill_disk_bytes": s.disk_bytes,
+                "spill_disk_bytes": s.disk_written_bytes,
                 "seconds": self.started.elapsed().as_secs_f64(),
             });
             if self.args.output == "-" {
