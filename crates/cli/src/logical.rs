@@ -435,13 +435,13 @@ mod tests {
         let mut open = HashSet::new();
         let mut in_txn = false;
         track_open(&mut open, &mut in_txn, &[b'S', 0, 0, 0, 9, 1]);
-        track_open(&mut open, &mut in_txn, &[b'B']);
+        track_open(&mut open, &mut in_txn, b"B");
         assert!(open.contains(&9) && in_txn);
         // A subtransaction abort keeps the transaction open.
         track_open(&mut open, &mut in_txn, &[b'A', 0, 0, 0, 9, 0, 0, 0, 10]);
         assert!(open.contains(&9));
         track_open(&mut open, &mut in_txn, &[b'A', 0, 0, 0, 9, 0, 0, 0, 9]);
-        track_open(&mut open, &mut in_txn, &[b'C']);
+        track_open(&mut open, &mut in_txn, b"C");
         assert!(open.is_empty() && !in_txn);
     }
 }
