@@ -203,3 +203,102 @@ fn same_changes_as_test_decoding_when_streaming_and_spilling() {
 fn same_changes_as_test_decoding_at_default_work_mem() {
     run_case(None, "64MB", "zstd:1");
 }
+
+/// --create-slot, SIGTERM (exit 0 with everything durable), a restart with --if-not-exists
+/// that writes nothing twice, and `-o -`.
+#[test]
+fn sigterm_finishes_durably_and_a_restart_continues() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    let cluster = cluster(None);
+    cluster
+        .psql("CREATE TABLE t (id int PRIMARY KEY, v text); CREATE PUBLICATION p FOR TABLE t;")
+        .expect("schema");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out.jsonl");
+    let args = |extra: &[&str]| {
+        let mut cmd = logical_support::pgcompress();
+        cmd.args(["logical", "recv", "-d", &cluster.conninfo(), "--slot", "s"])
+            .args([
+                "--publication",
+                "p",
+                "--create-slot",
+                "--if-not-exists",
+                "-o",
+            ])
+            .arg(&out)
+            .args(extra);
+        cmd
+    };
+    let child = args(&["--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // The slot exists once the command has started replication.
+    cluster
+        .wait_until("the slot to be active", Duration::from_secs(30), || {
+            Ok(cluster.query_one("SELECT count(*) FROM pg_replication_slots WHERE active")? == "1")
+        })
+        .expect("slot active");
+    cluster
+        .psql("INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 100) g;")
+        .expect("insert");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(&out)
+        .unwrap_or_default()
+        .lines()
+        .count()
+        < 100
+    {
+        assert!(Instant::now() < deadline, "rows never arrived");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill -TERM");
+    assert!(term.success());
+    let o = child.wait_with_output().expect("exit");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).expect("summary");
+    assert_eq!(summary["reason"], "signal");
+    assert_eq!(summary["transactions"], 1);
+    let len = std::fs::metadata(&out).expect("out").len();
+    let state = std::fs::read_to_string(dir.path().join("out.jsonl.state")).expect("state");
+    assert!(state.contains(&format!("offset {len}\n")), "{state}");
+    // The server was told: the slot is confirmed past the transaction.
+    let confirmed = cluster
+        .query_one("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 's'")
+        .expect("confirmed");
+    assert_eq!(summary["flushed_lsn"].as_str(), Some(confirmed.as_str()));
+
+    cluster
+        .psql("UPDATE t SET v = 'w' WHERE id <= 10;")
+        .expect("update");
+    let stop = cluster.current_wal_lsn().expect("lsn");
+    let o = args(&["--stop-at-lsn", &stop]).output().expect("rerun");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows = ours(&out);
+    assert_eq!(rows.len(), 110, "100 inserts once, then 10 updates");
+    assert!(rows[100..].iter().all(|(c, _)| c.action == "U"));
+
+    // To standard output.
+    cluster
+        .psql(
+            "SELECT pg_create_logical_replication_slot('s2', 'pgoutput');
+             INSERT INTO t VALUES (1000, 'to stdout');",
+        )
+        .expect("slot s2");
+    let stop = cluster.current_wal_lsn().expect("lsn");
+    let o = logical_support::pgcompress()
+        .args(["logical", "recv", "-d", &cluster.conninfo(), "--slot", "s2"])
+        .args(["--publication", "p", "-o", "-", "--stop-at-lsn", &stop])
+        .output()
+        .expect("stdout run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).expect("utf-8");
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(text.contains(r#""value":"to stdout""#), "{text}");
+}
