@@ -40,7 +40,7 @@ pub(crate) struct FileSpec<'a> {
 /// An open transaction.
 pub(crate) struct Txn {
     pub xid: u32,
-    /// Changes not yet on disk, each a 4-byte length and the payload.
+    /// Changes not yet on disk, framed as in a record (varint length, payload).
     pub tail: Vec<u8>,
     /// Tail offsets where a subtransaction begins: a new frame starts there on disk.
     marks: Vec<usize>,

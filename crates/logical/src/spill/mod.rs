@@ -33,8 +33,8 @@
 //! | 5 | 4 | raw size |
 //! | 9 | 4 | CRC-32C of the raw bytes followed by header bytes 0..9 |
 //!
-//! The raw bytes of a record are whole changes, each a 4-byte length and the pgoutput payload
-//! as received. Small changes are batched into records of about [`RECORD_TARGET`] raw bytes so
+//! The raw bytes of a record are whole changes, each a LEB128 varint length (7 bits a byte,
+//! low bits first, at most 5 bytes) and the pgoutput payload as received. Small changes are batched into records of about [`RECORD_TARGET`] raw bytes so
 //! that the per-record header costs nothing; a change of [`LARGE_CHANGE`] bytes or more gets a
 //! record of its own.
 //!
@@ -78,7 +78,7 @@ pub const RECORD_TARGET: usize = 64 * 1024;
 pub const LARGE_CHANGE: usize = 8 * 1024;
 /// Largest raw size of a stream record a reader accepts: a batch never passes
 /// [`RECORD_TARGET`] by more than one small change.
-pub const STREAM_RECORD_MAX: usize = RECORD_TARGET + LARGE_CHANGE + 4;
+pub const STREAM_RECORD_MAX: usize = RECORD_TARGET + LARGE_CHANGE + 5;
 /// A stream frame is closed after this many raw bytes, so a reader's stream decoder never
 /// has to produce more than this from one frame.
 pub const FRAME_MAX_RAW: usize = 64 << 20;
@@ -114,8 +114,8 @@ pub(crate) fn unsupported_reason(spec: &Spec) -> Option<&'static str> {
     None
 }
 
-/// Encodes the file header.
-pub(crate) fn file_header(spec: &Spec, xid: u32) -> [u8; FILE_HEADER_LEN] {
+/// Encodes the file header of a spill file for `xid` written with `spec`.
+pub fn file_header(spec: &Spec, xid: u32) -> [u8; FILE_HEADER_LEN] {
     let mut h = [0u8; FILE_HEADER_LEN];
     h[..8].copy_from_slice(&MAGIC);
     h[8] = VERSION;
@@ -235,28 +235,71 @@ pub(crate) fn max_stored(method: Method, strategy: u8, raw: usize) -> usize {
     }
 }
 
-/// Appends one change (length prefix and payload) to a batch of raw record bytes.
+/// Appends one change (length prefix and payload) to a batch of raw record bytes. The length is
+/// a LEB128 varint: one byte for the typical row change instead of four, which is 8% of a
+/// 50-byte change when stored raw.
 pub(crate) fn push_change(batch: &mut Vec<u8>, payload: &[u8]) {
     // Payloads come from one CopyData message, which PostgreSQL caps at 1 GB.
-    let len = u32::try_from(payload.len()).unwrap_or(u32::MAX);
-    batch.extend_from_slice(&len.to_le_bytes());
+    let mut len = u32::try_from(payload.len()).unwrap_or(u32::MAX);
+    while len >= 0x80 {
+        batch.push((len as u8) | 0x80);
+        len >>= 7;
+    }
+    batch.push(len as u8);
     batch.extend_from_slice(payload);
 }
 
 /// The change at `pos` in raw record bytes: `Ok(None)` at the end, `Err(())` when the length
-/// prefix runs past the end.
+/// is malformed or runs past the end.
 #[allow(clippy::result_unit_err)]
 pub(crate) fn change_at(raw: &[u8], pos: usize) -> Result<Option<std::ops::Range<usize>>, ()> {
     if pos == raw.len() {
         return Ok(None);
     }
-    let len_bytes = raw.get(pos..pos + 4).ok_or(())?;
-    let len = u32::from_le_bytes([len_bytes[0], len_bytes[1], len_bytes[2], len_bytes[3]]);
-    let start = pos + 4;
-    let end = usize::try_from(len)
-        .ok()
-        .and_then(|n| start.checked_add(n))
-        .filter(|&e| e <= raw.len())
-        .ok_or(())?;
-    Ok(Some(start..end))
+    let mut len: u64 = 0;
+    for (at, shift) in (pos..).zip((0..35).step_by(7)) {
+        let b = *raw.get(at).ok_or(())?;
+        len |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            let start = at + 1;
+            let end = usize::try_from(len)
+                .ok()
+                .and_then(|n| start.checked_add(n))
+                .filter(|&e| e <= raw.len())
+                .ok_or(())?;
+            return Ok(Some(start..end));
+        }
+    }
+    Err(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn change_framing_round_trips_and_refuses_bad_lengths() {
+        let mut batch = Vec::new();
+        let payloads: Vec<Vec<u8>> = [0usize, 1, 127, 128, 300, 16_384, 70_000]
+            .iter()
+            .map(|&n| vec![7u8; n])
+            .collect();
+        for p in &payloads {
+            push_change(&mut batch, p);
+        }
+        let mut pos = 0;
+        for p in &payloads {
+            let r = change_at(&batch, pos).expect("ok").expect("some");
+            assert_eq!(&batch[r.clone()], &p[..]);
+            pos = r.end;
+        }
+        assert_eq!(change_at(&batch, pos), Ok(None));
+        // Runs past the end; unterminated; six continuation bytes.
+        assert_eq!(change_at(&[5, 1, 2], 0), Err(()));
+        assert_eq!(change_at(&[0x80], 0), Err(()));
+        assert_eq!(change_at(&[0xff, 0xff, 0xff, 0xff, 0xff, 0x01], 0), Err(()));
+        let mut one = Vec::new();
+        push_change(&mut one, b"abc");
+        assert_eq!(one, [3, b'a', b'b', b'c']);
+    }
 }
