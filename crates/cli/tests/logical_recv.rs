@@ -6,7 +6,9 @@
 
 mod logical_support;
 
-use logical_support::{assert_same, cluster, ours, recv, test_decoding};
+use logical_support::{
+    assert_same, cluster, has_wal2json, ours, recv, test_decoding, w2j_normalise, wal2json,
+};
 use pgtest::Cluster;
 use std::thread;
 
@@ -105,6 +107,14 @@ fn run_case(server_work_mem: Option<&str>, our_work_mem: &str, spill: &str) {
              SELECT pg_create_logical_replication_slot('td', 'test_decoding');",
         )
         .expect("slots");
+    let w2j = has_wal2json(&cluster);
+    if w2j {
+        cluster
+            .psql("SELECT pg_create_logical_replication_slot('w2j', 'wal2json');")
+            .expect("wal2json slot");
+    } else {
+        eprintln!("wal2json is not installed: comparing with test_decoding only");
+    }
     cluster.psql(WORKLOAD).expect("workload");
     interleaved(&cluster);
     let stop = cluster.current_wal_lsn().expect("lsn");
@@ -115,7 +125,13 @@ fn run_case(server_work_mem: Option<&str>, our_work_mem: &str, spill: &str) {
         "ours",
         &out,
         &stop,
-        &["--work-mem", our_work_mem, "--spill-compression", spill],
+        &[
+            "--work-mem",
+            our_work_mem,
+            "--spill-compression",
+            spill,
+            "--begin-commit",
+        ],
     );
     let summary: serde_json::Value =
         serde_json::from_slice(&o.stdout).expect("--json summary on stdout");
@@ -128,6 +144,29 @@ fn run_case(server_work_mem: Option<&str>, our_work_mem: &str, spill: &str) {
         theirs.len()
     );
     assert_same(&mine, &theirs);
+    if w2j {
+        // Line for line, Begin and Commit included, with wal2json format 2.
+        let text = std::fs::read_to_string(&out).expect("output");
+        let ours_lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("json"))
+            .collect();
+        let theirs = wal2json(&cluster, "w2j");
+        for (i, (a, b)) in ours_lines.iter().zip(&theirs).enumerate() {
+            assert_eq!(
+                w2j_normalise(a.clone(), true),
+                w2j_normalise(b.clone(), false),
+                "line {i} differs (ours left, wal2json right)"
+            );
+        }
+        assert_eq!(ours_lines.len(), theirs.len());
+        // Same key order as wal2json, for readers that compare text.
+        assert!(
+            text.starts_with(r#"{"action":"B","xid":"#),
+            "{}",
+            &text[..80]
+        );
+    }
     // The workload reached every path it was written for.
     for action in ["I", "U", "D", "T", "M"] {
         assert!(
@@ -147,6 +186,7 @@ fn run_case(server_work_mem: Option<&str>, our_work_mem: &str, spill: &str) {
 
     // Types and JSON shapes that test_decoding cannot show.
     let first = &ours_all[0].1;
+    assert!(first.get("timestamp").is_some() && first.get("xid").is_some());
     assert_eq!(first["action"], "I");
     let cols = first["columns"].as_array().expect("columns");
     let ty = |n: &str| {

@@ -14,7 +14,8 @@ pub fn cluster(work_mem: Option<&str>) -> Cluster {
         .guc("wal_level", "logical")
         .guc("max_wal_senders", "10")
         .guc("max_replication_slots", "10")
-        .guc("wal_sender_timeout", "10s");
+        .guc("wal_sender_timeout", "10s")
+        .guc("timezone", "UTC");
     if let Some(m) = work_mem {
         b = b.guc("logical_decoding_work_mem", m);
     }
@@ -273,4 +274,64 @@ pub fn assert_same(ours: &[Change], theirs: &[Change]) {
         ours.len(),
         theirs.len()
     );
+}
+
+/// True when the server has the wal2json output plugin (Debian's postgresql-15-wal2json,
+/// which scripts/setup.sh installs).
+pub fn has_wal2json(cluster: &Cluster) -> bool {
+    cluster
+        .install()
+        .bindir()
+        .parent()
+        .is_some_and(|p| p.join("lib/wal2json.so").exists())
+}
+
+/// wal2json format 2 (with xids and timestamps) of `slot`, one JSON object per line.
+pub fn wal2json(cluster: &Cluster, slot: &str) -> Vec<Value> {
+    let text = cluster
+        .query_one(&format!(
+            "SELECT coalesce(string_agg(data, E'\\x1e' ORDER BY ord), '') FROM \
+             pg_logical_slot_peek_changes('{slot}', NULL, NULL, 'format-version', '2', \
+             'include-xids', '1', 'include-timestamp', '1', 'include-lsn', '1') \
+             WITH ORDINALITY AS c(lsn, xid, data, ord)"
+        ))
+        .expect("peek wal2json");
+    text.split('\u{1e}')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// Makes one of our lines and one of wal2json's comparable: only where the two must differ.
+/// wal2json gives each change its own `lsn` (ours is the commit LSN), prints bytea as bare
+/// hex (ours is PostgreSQL's text form, `\x…`) and NaN or infinite numbers as null (ours keeps
+/// the text).
+pub fn w2j_normalise(mut v: Value, ours: bool) -> Value {
+    let action = v["action"].as_str().unwrap_or_default().to_owned();
+    if let Some(o) = v.as_object_mut() {
+        if action != "B" && action != "C" {
+            o.remove("lsn");
+        }
+        for key in ["columns", "identity"] {
+            let Some(cols) = o.get_mut(key).and_then(Value::as_array_mut) else {
+                continue;
+            };
+            for c in cols {
+                let ty = c["type"].as_str().unwrap_or_default().to_owned();
+                let value = &mut c["value"];
+                match value.as_str() {
+                    Some(s) if ours && ty == "bytea" => {
+                        *value = Value::String(s.trim_start_matches("\\x").to_owned())
+                    }
+                    Some("NaN" | "Infinity" | "-Infinity")
+                        if ours && matches!(ty.as_str(), "real" | "double precision") =>
+                    {
+                        *value = Value::Null
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    v
 }

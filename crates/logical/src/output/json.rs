@@ -1,6 +1,7 @@
 //! Committed transactions as JSON lines in the spirit of wal2json's format 2: one object per
-//! change with `action` (`I`, `U`, `D`, `T`, `M`, and `B`/`C` when asked for), `xid`, `lsn`
-//! (the transaction's commit LSN, shared by all its lines), `timestamp` (commit time),
+//! change with `action` (`I`, `U`, `D`, `T`, `M`, and `B`/`C` when asked for), `xid`,
+//! `timestamp` (commit time), `lsn` (the transaction's commit LSN, shared by all its lines:
+//! wal2json's on `B` and `C`, where wal2json gives each change its own),
 //! `schema`, `table`, `columns` (`name`, `type`, `value`) and, for updates and deletes,
 //! `identity` (the old key, or the whole old row with REPLICA IDENTITY FULL). Unchanged TOASTed
 //! columns are left out, as wal2json does.
@@ -130,10 +131,10 @@ impl JsonLines {
     fn head(&self, out: &mut Vec<u8>, action: &str, t: &TxnInfo) {
         out.extend_from_slice(
             format!(
-                "{{\"action\":\"{action}\",\"xid\":{},\"lsn\":\"{}\",\"timestamp\":\"{}\"",
+                "{{\"action\":\"{action}\",\"xid\":{},\"timestamp\":\"{}\",\"lsn\":\"{}\"",
                 t.xid,
-                t.commit_lsn,
-                format_timestamp(t.commit_time)
+                format_timestamp(t.commit_time),
+                t.commit_lsn
             )
             .as_bytes(),
         );
@@ -199,7 +200,7 @@ impl JsonLines {
     pub fn begin(&self, t: &TxnInfo, out: &mut Vec<u8>) {
         if self.begin_commit {
             self.head(out, "B", t);
-            out.extend_from_slice(b"}\n");
+            out.extend_from_slice(format!(",\"nextlsn\":\"{}\"}}\n", t.end_lsn).as_bytes());
         }
     }
 
@@ -400,8 +401,11 @@ mod tests {
         j.commit(&t, &mut out);
         let text = String::from_utf8(out).unwrap();
         let lines: Vec<&str> = text.lines().collect();
-        let head = r#""xid":7,"lsn":"1/10","timestamp":"2000-01-01 00:00:00+00""#;
-        assert_eq!(lines[0], format!(r#"{{"action":"B",{head}}}"#));
+        let head = r#""xid":7,"timestamp":"2000-01-01 00:00:00+00","lsn":"1/10""#;
+        assert_eq!(
+            lines[0],
+            format!(r#"{{"action":"B",{head},"nextlsn":"1/40"}}"#)
+        );
         assert_eq!(
             lines[1],
             format!(
