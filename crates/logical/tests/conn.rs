@@ -103,7 +103,7 @@ fn slot_to_decoded_changes() {
     let mut conn = Connection::connect(&config(&c, "postgres", None)).expect("connect");
     let slot = conn.create_slot("s_1").expect("create slot");
     assert!(slot.consistent_point > Lsn::INVALID);
-    let e = conn.create_slot("s_1").err().expect("duplicate");
+    let e = conn.create_slot("s_1").expect_err("duplicate");
     assert_eq!(e.sqlstate(), Some("42710"));
     c.psql("INSERT INTO t VALUES (1, 'one'), (2, 'two');")
         .expect("insert");
