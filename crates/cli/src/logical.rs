@@ -77,6 +77,17 @@ fn track_open(open: &mut HashSet<u32>, in_txn: &mut bool, payload: &[u8]) {
     }
 }
 
+/// The flush LSN that may be confirmed: the end of durable (or already written and skipped)
+/// output; the server's keepalive position only when nothing waits for an fsync and no
+/// transaction is open (one that commits later is decoded again from the restart LSN).
+fn confirmable(durable_end: Lsn, keepalive_end: Lsn, pending: bool, quiet: bool) -> Lsn {
+    if !pending && quiet {
+        durable_end.max(keepalive_end)
+    } else {
+        durable_end
+    }
+}
+
 struct Recv {
     args: RecvArgs,
     conn: Connection,
@@ -353,14 +364,13 @@ impl Recv {
         self.send_status(false)
     }
 
-    /// What may be confirmed: never past durable output.
     fn flush_lsn(&self) -> Lsn {
-        let durable = self.sink.durable().end_lsn.max(self.skipped_end);
-        if !self.sink.has_pending() && self.quiet() {
-            durable.max(self.keepalive_end)
-        } else {
-            durable
-        }
+        confirmable(
+            self.sink.durable().end_lsn.max(self.skipped_end),
+            self.keepalive_end,
+            self.sink.has_pending(),
+            self.quiet(),
+        )
     }
 
     fn send_status(&mut self, reply: bool) -> Result<()> {
@@ -426,6 +436,15 @@ impl Recv {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn never_confirms_past_durable_output_while_busy() {
+        let (durable, keepalive) = (Lsn(100), Lsn(500));
+        assert_eq!(confirmable(durable, keepalive, false, true), keepalive);
+        assert_eq!(confirmable(durable, keepalive, true, true), durable);
+        assert_eq!(confirmable(durable, keepalive, false, false), durable);
+        assert_eq!(confirmable(durable, Lsn(50), false, true), durable);
+    }
 
     #[test]
     fn open_transactions_are_tracked() {

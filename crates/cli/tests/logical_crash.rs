@@ -74,7 +74,9 @@ fn wait_slot_idle(cluster: &Cluster) {
         .expect("slot released");
 }
 
-fn start(cluster: &Cluster, out: &Path) -> std::process::Child {
+/// Odd trials fsync in batches (--fsync-interval), even ones after every transaction.
+fn start(cluster: &Cluster, out: &Path, trial: usize) -> std::process::Child {
+    let interval = if trial % 2 == 1 { "0.2" } else { "0" };
     pgcompress()
         .args([
             "logical",
@@ -94,8 +96,9 @@ fn start(cluster: &Cluster, out: &Path) -> std::process::Child {
             "-o",
         ])
         .arg(out)
+        .args(["--fsync-interval", interval])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("spawn pgcompress")
 }
@@ -144,8 +147,15 @@ fn kill_9_at_random_moments_loses_and_duplicates_nothing() {
     let started = Instant::now();
     for trial in 0..TRIALS {
         wait_slot_idle(&cluster);
-        let mut child = start(&cluster, &out);
+        let mut child = start(&cluster, &out, trial);
         thread::sleep(Duration::from_millis(30 + rng.below(400)));
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = e.read_to_string(&mut err);
+            }
+            panic!("trial {trial}: pgcompress exited by itself ({status}): {err}");
+        }
         child.kill().expect("kill -9");
         child.wait().expect("reap");
         if trial == TRIALS / 2 {
