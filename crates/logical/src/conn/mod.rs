@@ -69,10 +69,6 @@ struct Frame {
 }
 
 impl Frame {
-    fn body(&self) -> &[u8] {
-        &self.bytes[5..]
-    }
-
     fn parse(&self) -> Result<Message, ConnError> {
         let mut b = BytesMut::from(&self.bytes[..]);
         match Message::parse(&mut b) {
@@ -93,7 +89,8 @@ impl Frame {
 pub struct Connection {
     stream: Stream,
     rbuf: Vec<u8>,
-    rpos: usize,
+    rstart: usize,
+    rend: usize,
     wbuf: BytesMut,
     timeout: Option<Duration>,
     params: HashMap<String, String>,
@@ -122,8 +119,9 @@ impl Connection {
         };
         let mut conn = Connection {
             stream,
-            rbuf: Vec::new(),
-            rpos: 0,
+            rbuf: vec![0; READ_CHUNK],
+            rstart: 0,
+            rend: 0,
             wbuf: BytesMut::new(),
             timeout: None,
             params: HashMap::new(),
@@ -152,21 +150,36 @@ impl Connection {
     }
 
     /// The next whole frame; `Ok(None)` when `wait` passed without one (`None` waits forever).
+    /// Bytes are read into a buffer that is zeroed once and reused: `rbuf[rstart..rend]`
+    /// holds what is not consumed yet.
     fn read_frame(&mut self, wait: Option<Duration>) -> Result<Option<Frame>, ConnError> {
         loop {
-            if let Some((tag, len)) = frame::split(&self.rbuf[self.rpos..], frame::MAX_MESSAGE_LEN)?
-            {
-                let bytes = self.rbuf[self.rpos..self.rpos + len].to_vec();
-                self.rpos += len;
-                if self.rpos == self.rbuf.len() {
-                    self.rbuf.clear();
-                    self.rpos = 0;
+            let pending = &self.rbuf[self.rstart..self.rend];
+            if let Some((tag, len)) = frame::split(pending, frame::MAX_MESSAGE_LEN)? {
+                let bytes = pending[..len].to_vec();
+                self.rstart += len;
+                if self.rstart == self.rend {
+                    (self.rstart, self.rend) = (0, 0);
+                    if self.rbuf.len() > 4 * READ_CHUNK {
+                        // A huge message passed; give its memory back.
+                        self.rbuf = vec![0; READ_CHUNK];
+                    }
                 }
                 return Ok(Some(Frame { tag, bytes }));
             }
-            if self.rpos > 0 {
-                self.rbuf.drain(..self.rpos);
-                self.rpos = 0;
+            // Room for the rest of this frame (its length is checked against the cap by
+            // `split`), or for a chunk when its header is not complete yet.
+            let need = match pending.get(1..5) {
+                Some(l) => 1 + u32::from_be_bytes([l[0], l[1], l[2], l[3]]) as usize,
+                None => 5,
+            }
+            .max(READ_CHUNK);
+            if self.rstart > 0 && self.rstart + need > self.rbuf.len() {
+                self.rbuf.copy_within(self.rstart..self.rend, 0);
+                (self.rstart, self.rend) = (0, self.rend - self.rstart);
+            }
+            if self.rstart + need > self.rbuf.len() {
+                self.rbuf.resize(self.rstart + need, 0);
             }
             if self.timeout != wait {
                 self.stream
@@ -174,13 +187,9 @@ impl Connection {
                     .map_err(ConnError::io("setting the read timeout"))?;
                 self.timeout = wait;
             }
-            let have = self.rbuf.len();
-            self.rbuf.resize(have + READ_CHUNK, 0);
-            let got = self.stream.read(&mut self.rbuf[have..]);
-            self.rbuf.truncate(have + *got.as_ref().unwrap_or(&0));
-            match got {
+            match self.stream.read(&mut self.rbuf[self.rend..]) {
                 Ok(0) => return Err(ConnError::Closed),
-                Ok(_) => {}
+                Ok(n) => self.rend += n,
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                     return Ok(None)
                 }

@@ -173,7 +173,9 @@ impl Connection {
                 return Ok(None);
             };
             if f.tag == COPY_DATA {
-                return Ok(Some(CopyEvent::Data(f.body().to_vec())));
+                let mut data = f.bytes;
+                data.drain(..5);
+                return Ok(Some(CopyEvent::Data(data)));
             }
             match f.parse()? {
                 Message::CopyDone => return Ok(Some(CopyEvent::Done)),
