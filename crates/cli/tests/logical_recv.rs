@@ -40,7 +40,7 @@ UPDATE full_t SET b = 'uno' WHERE a = 1;
 DELETE FROM full_t WHERE a = 2;
 INSERT INTO toasty SELECT 1, 0, string_agg(md5(g::text), '') FROM generate_series(1, 300) g;
 UPDATE toasty SET n = 1 WHERE id = 1;
-INSERT INTO toasty SELECT 2, 0, string_agg(md5(g::text), '') FROM generate_series(1, 40000) g;
+INSERT INTO toasty VALUES (2, 0, repeat(md5('large'), 40000));
 BEGIN;
 INSERT INTO bulk SELECT g, 'row ' || g FROM generate_series(1, 3000) g;
 SAVEPOINT s1;
