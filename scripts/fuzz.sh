@@ -158,6 +158,17 @@ pgoutput_session update-truncate 05 \
     5400000002020000401a0000401e
 printf '\x1f' | seed pgoutput_decode v4-parallel-in-stream
 
+# spill_read: byte 0 = 0, then a whole spill file (the format-1 golden files of
+# crates/logical/testdata); byte 0 = 1 + 2*method, then records after a header built in.
+method_id=0
+for name in none pglz lz4 zstd; do
+    f="$root/crates/logical/testdata/spill-v1-$name.spill"
+    { printf '\x00'; cat "$f"; } | seed spill_read "file-$name"
+    { printf "\\x$(printf %02x $((1 + 2 * method_id)))"; tail -c +25 "$f" | head -c 16384; } |
+        seed spill_read "records-$name"
+    method_id=$((method_id + 1))
+done
+
 # --- run ------------------------------------------------------------------------------
 cd "$fuzz"
 failed=()

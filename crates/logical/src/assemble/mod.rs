@@ -38,6 +38,11 @@ use txn::{FileSpec, Txn};
 /// Default memory for open transactions: 64 MiB, PostgreSQL's `logical_decoding_work_mem`.
 pub const DEFAULT_WORK_MEM: usize = 64 << 20;
 
+/// Open stream frames kept at once: past this, the transaction that spilled least recently
+/// ends its frame and frees its encoder (a zstd stream context is megabytes); its next record
+/// starts a new frame.
+pub const MAX_LIVE_FRAMES: usize = 8;
+
 /// Prefix of every spill file name this store writes (and the only files it removes).
 pub const FILE_PREFIX: &str = "pgcompress-spill-";
 /// Suffix of every spill file name this store writes.
@@ -113,6 +118,7 @@ pub struct Assembler {
     received: u64,
     counters: Arc<Counters>,
     next_file: u64,
+    spills: u64,
 }
 
 impl std::fmt::Debug for Assembler {
@@ -161,6 +167,7 @@ impl Assembler {
             received: 0,
             counters: Arc::new(Counters::default()),
             next_file: 0,
+            spills: 0,
         })
     }
 
@@ -347,7 +354,36 @@ impl Assembler {
             counters: &self.counters,
         });
         self.memory = self.memory - before + t.tail.len();
-        r
+        self.spills += 1;
+        t.last_spill = self.spills;
+        r?;
+        self.limit_frames();
+        Ok(())
+    }
+
+    /// Keeps at most [`MAX_LIVE_FRAMES`] stream encoders alive.
+    fn limit_frames(&mut self) {
+        loop {
+            let live = self.txns.values_mut().filter_map(|t| {
+                let spilled = t.last_spill;
+                t.file
+                    .as_mut()
+                    .filter(|f| f.has_frame())
+                    .map(|f| (spilled, f))
+            });
+            let mut count = 0;
+            let mut oldest: Option<(u64, &mut crate::spill::writer::SpillWriter)> = None;
+            for (spilled, f) in live {
+                count += 1;
+                if oldest.as_ref().is_none_or(|(s, _)| spilled < *s) {
+                    oldest = Some((spilled, f));
+                }
+            }
+            match oldest {
+                Some((_, f)) if count > MAX_LIVE_FRAMES => f.begin_frame(),
+                _ => return,
+            }
+        }
     }
 
     /// Forgets `xid` (its file is deleted).

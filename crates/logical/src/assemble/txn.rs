@@ -50,6 +50,9 @@ pub(crate) struct Txn {
     pub changes: u64,
     pub raw_bytes: u64,
     pub spilled_raw: u64,
+    /// When it last spilled, in the assembler's spill count: the oldest gives up its stream
+    /// context first.
+    pub last_spill: u64,
 }
 
 /// What a committed transaction hands over.
@@ -73,6 +76,7 @@ impl Txn {
             changes: 0,
             raw_bytes: 0,
             spilled_raw: 0,
+            last_spill: 0,
         }
     }
 

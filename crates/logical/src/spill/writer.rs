@@ -146,6 +146,11 @@ impl SpillWriter {
         }
     }
 
+    /// True while a stream frame (and its encoder's memory) is open.
+    pub(crate) fn has_frame(&self) -> bool {
+        self.frame.is_some()
+    }
+
     /// Cuts the file back to `len` (a record boundary where a frame began).
     pub(crate) fn truncate(&mut self, len: u64) -> Result<(), AssembleError> {
         let len = len.clamp(FILE_HEADER_LEN as u64, self.guard.len);
