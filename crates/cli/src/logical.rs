@@ -123,6 +123,37 @@ fn recv(args: RecvArgs) -> Result<ExitCode> {
             .context("installing the SIGINT/SIGTERM handler")?;
     }
     let config = ConnConfig::parse(&args.dbname, &Env::from_process())?;
+    let mut conn = Connection::connect(&config).context("connecting for replication")?;
+    let proto = proto_version_for(conn.server_major().unwrap_or(15));
+    let streaming = proto >= 2;
+    conn.identify_system().context("IDENTIFY_SYSTEM")?;
+    if args.create_slot {
+        match conn.create_slot(&args.slot) {
+            Ok(_) => {}
+            Err(e) if args.if_not_exists && e.sqlstate() == Some(DUPLICATE_OBJECT) => {}
+            Err(e) => return Err(e).with_context(|| format!("creating slot {}", args.slot)),
+        }
+    }
+    let options = Options {
+        proto_version: proto,
+        streaming: if streaming {
+            Streaming::On
+        } else {
+            Streaming::Off
+        },
+    };
+    conn.start_replication(&StartOptions {
+        slot: args.slot.clone(),
+        start: args.start.unwrap_or(Lsn::INVALID),
+        proto_version: proto,
+        publications: args.publication.clone(),
+        streaming,
+        messages: true,
+    })
+    .with_context(|| format!("START_REPLICATION on slot {}", args.slot))?;
+    // Only now, with the slot ours (a slot streams to one session at a time), are the output
+    // and the spill directory touched: a second run started by mistake fails above instead of
+    // cutting the first one's unsynced tail or removing its spill files.
     let to_stdout = args.output == "-";
     let sink = if to_stdout {
         Sink::stdout()
@@ -146,25 +177,6 @@ fn recv(args: RecvArgs) -> Result<ExitCode> {
     std::fs::create_dir_all(&spill_dir)
         .with_context(|| format!("creating spill directory {}", spill_dir.display()))?;
 
-    let mut conn = Connection::connect(&config).context("connecting for replication")?;
-    let proto = proto_version_for(conn.server_major().unwrap_or(15));
-    let streaming = proto >= 2;
-    conn.identify_system().context("IDENTIFY_SYSTEM")?;
-    if args.create_slot {
-        match conn.create_slot(&args.slot) {
-            Ok(_) => {}
-            Err(e) if args.if_not_exists && e.sqlstate() == Some(DUPLICATE_OBJECT) => {}
-            Err(e) => return Err(e).with_context(|| format!("creating slot {}", args.slot)),
-        }
-    }
-    let options = Options {
-        proto_version: proto,
-        streaming: if streaming {
-            Streaming::On
-        } else {
-            Streaming::Off
-        },
-    };
     let asm = Assembler::new(
         AssemblerConfig {
             work_mem: args.work_mem,
@@ -174,15 +186,6 @@ fn recv(args: RecvArgs) -> Result<ExitCode> {
         options,
     )
     .with_context(|| format!("opening the spill store in {}", spill_dir.display()))?;
-    conn.start_replication(&StartOptions {
-        slot: args.slot.clone(),
-        start: args.start.unwrap_or(Lsn::INVALID),
-        proto_version: proto,
-        publications: args.publication.clone(),
-        streaming,
-        messages: true,
-    })
-    .with_context(|| format!("START_REPLICATION on slot {}", args.slot))?;
 
     let now = Instant::now();
     let mut r = Recv {
