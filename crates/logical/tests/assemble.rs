@@ -482,6 +482,21 @@ fn a_truncated_file_is_corrupt() {
 }
 
 #[test]
+fn a_missing_file_is_an_error_that_stays() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_a, mut t, path) = committed_on_disk(dir.path(), "lz4");
+    std::fs::remove_file(&path).expect("remove");
+    let mut buf = Vec::new();
+    assert!(
+        matches!(t.next_payload(&mut buf), Err(AssembleError::Io { path: p, .. }) if p == path)
+    );
+    assert!(matches!(
+        t.next_payload(&mut buf),
+        Err(AssembleError::Corrupt { .. })
+    ));
+}
+
+#[test]
 fn incompressible_changes_are_stored_raw() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut a = Assembler::new(config(dir.path(), 0, "lz4"), V2).expect("new");

@@ -95,9 +95,18 @@ impl CommittedTxn {
             match std::mem::replace(&mut self.disk, Disk::None) {
                 Disk::Unread(guard) => {
                     let path = guard.path().to_path_buf();
-                    let f = File::open(&path).map_err(AssembleError::io(&path))?;
-                    let reader = SpillReader::new(BufReader::with_capacity(64 * 1024, f), path)?;
-                    self.disk = Disk::Reading(guard, Box::new(reader));
+                    let opened = File::open(&path)
+                        .map_err(AssembleError::io(&path))
+                        .and_then(|f| {
+                            SpillReader::new(BufReader::with_capacity(64 * 1024, f), path)
+                        });
+                    match opened {
+                        Ok(reader) => self.disk = Disk::Reading(guard, Box::new(reader)),
+                        Err(e) => {
+                            self.disk = Disk::Failed(guard, 0);
+                            return Err(e);
+                        }
+                    }
                 }
                 Disk::Reading(guard, mut reader) => {
                     let more = reader.next_change(buf);
@@ -135,7 +144,7 @@ impl CommittedTxn {
                     let e = AssembleError::Corrupt {
                         path: guard.path().to_path_buf(),
                         offset: at,
-                        reason: "the replay already stopped at this bad record".into(),
+                        reason: "the replay already stopped here after an error".into(),
                     };
                     self.disk = Disk::Failed(guard, at);
                     return Err(e);
