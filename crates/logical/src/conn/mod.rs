@@ -264,3 +264,81 @@ fn server_error(body: &ErrorResponseBody) -> ConnError {
         detail,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn over(stream: UnixStream) -> Connection {
+        Connection {
+            stream: Stream::Unix(stream),
+            rbuf: vec![0; READ_CHUNK],
+            rstart: 0,
+            rend: 0,
+            wbuf: BytesMut::new(),
+            timeout: None,
+            params: HashMap::new(),
+        }
+    }
+
+    fn frame(tag: u8, body: &[u8]) -> Vec<u8> {
+        let mut f = vec![tag];
+        f.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+        f.extend_from_slice(body);
+        f
+    }
+
+    /// Frames arrive whole, split at every byte, and larger than the read buffer; each comes
+    /// out once, intact, in order.
+    #[test]
+    fn frames_survive_any_split() {
+        let big: Vec<u8> = (0..(3 * READ_CHUNK + 17))
+            .map(|i| (i % 251) as u8)
+            .collect();
+        let frames = vec![
+            frame(b'd', b"small"),
+            frame(b'd', &big),
+            frame(b'd', b""),
+            frame(b'd', &big[..1000]),
+        ];
+        let all: Vec<u8> = frames.concat();
+        for piece in [all.len(), 7, 1] {
+            let (mine, mut theirs) = UnixStream::pair().unwrap();
+            let mut conn = over(mine);
+            let bytes = all.clone();
+            let writer = std::thread::spawn(move || {
+                for chunk in bytes.chunks(piece) {
+                    theirs.write_all(chunk).unwrap();
+                }
+            });
+            for want in &frames {
+                let got = loop {
+                    if let Some(f) = conn.read_frame(Some(Duration::from_secs(5))).unwrap() {
+                        break f;
+                    }
+                };
+                assert_eq!((got.tag, &got.bytes), (b'd', want), "piece {piece}");
+            }
+            writer.join().unwrap();
+            assert!(matches!(
+                conn.read_frame(Some(Duration::from_millis(50))),
+                Err(ConnError::Closed)
+            ));
+        }
+    }
+
+    #[test]
+    fn a_quiet_socket_times_out_and_a_huge_length_is_refused() {
+        let (mine, mut theirs) = UnixStream::pair().unwrap();
+        let mut conn = over(mine);
+        assert!(conn
+            .read_frame(Some(Duration::from_millis(20)))
+            .unwrap()
+            .is_none());
+        theirs.write_all(&[b'd', 0x7f, 0xff, 0xff, 0xff]).unwrap();
+        assert!(matches!(
+            conn.read_frame(Some(Duration::from_secs(1))),
+            Err(ConnError::TooLarge { .. })
+        ));
+    }
+}
