@@ -308,23 +308,74 @@ fn push_value(out: &mut Vec<u8>, kind: JsonKind, text: &[u8]) {
     match kind {
         JsonKind::Bool if text == b"t" => out.extend_from_slice(b"true"),
         JsonKind::Bool if text == b"f" => out.extend_from_slice(b"false"),
-        // NaN and ±Infinity are not JSON numbers.
-        JsonKind::Number
-            if !text.is_empty()
-                && text.iter().all(|b| {
-                    b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E')
-                }) =>
-        {
-            out.extend_from_slice(text)
-        }
+        // NaN and ±Infinity (and anything else a server might send) are not JSON numbers.
+        JsonKind::Number if is_json_number(text) => out.extend_from_slice(text),
         _ => push_str(out, text),
     }
+}
+
+/// True when `s` is a number as JSON (RFC 8259 §6) writes one:
+/// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`.
+fn is_json_number(s: &[u8]) -> bool {
+    fn digits(s: &[u8], mut i: usize) -> usize {
+        while s.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        i
+    }
+    let mut i = usize::from(s.first() == Some(&b'-'));
+    match s.get(i) {
+        Some(b'0') => i += 1,
+        Some(b'1'..=b'9') => i = digits(s, i + 1),
+        _ => return false,
+    }
+    if s.get(i) == Some(&b'.') {
+        let j = digits(s, i + 1);
+        if j == i + 1 {
+            return false;
+        }
+        i = j;
+    }
+    if matches!(s.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(s.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        let j = digits(s, i);
+        if j == i {
+            return false;
+        }
+        i = j;
+    }
+    i == s.len()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{Decoder, Options, Streaming};
+
+    #[test]
+    fn json_numbers() {
+        for ok in ["0", "-0", "12", "-1.5", "1e+20", "1.25E-7", "123456.789"] {
+            assert!(is_json_number(ok.as_bytes()), "{ok}");
+        }
+        for bad in [
+            "",
+            "-",
+            "01",
+            "1.",
+            ".5",
+            "1e",
+            "NaN",
+            "Infinity",
+            "-Infinity",
+            "1-2",
+            "+1",
+        ] {
+            assert!(!is_json_number(bad.as_bytes()), "{bad}");
+        }
+    }
 
     fn relation_msg() -> Vec<u8> {
         let mut m = vec![b'R'];
