@@ -20,12 +20,14 @@
 #![deny(missing_docs)]
 
 pub mod assemble;
+pub mod conn;
 pub mod copy;
 mod decoder;
 pub mod dml;
 mod error;
 mod lsn;
 pub mod message;
+pub mod output;
 mod reader;
 pub mod schema;
 pub mod spill;
