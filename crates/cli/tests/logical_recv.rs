@@ -55,6 +55,15 @@ BEGIN;
 INSERT INTO bulk SELECT g, 'aborted ' || g FROM generate_series(10001, 14000) g;
 ROLLBACK;
 INSERT INTO gone VALUES (1), (2);
+BEGIN;
+INSERT INTO gone VALUES (10);
+UPDATE kinds SET t = 'prepared' WHERE id = 1;
+PREPARE TRANSACTION 'tp_commit';
+COMMIT PREPARED 'tp_commit';
+BEGIN;
+INSERT INTO gone VALUES (11);
+PREPARE TRANSACTION 'tp_rollback';
+ROLLBACK PREPARED 'tp_rollback';
 TRUNCATE gone, full_t;
 ";
 
