@@ -185,3 +185,36 @@ pub fn psql(cluster: &Cluster, via: Option<&str>, sql: &str, password: Option<&s
         .unwrap_or_else(|e| panic!("psql via {via:?}: {e}"));
     String::from_utf8(out.stdout).expect("utf-8")
 }
+
+/// A rustls client configuration for the link with `roots` trusted and, if given, a client
+/// certificate and key.
+pub fn raw_client_config(ca: &Path, client: Option<(&Path, &Path)>) -> Arc<rustls::ClientConfig> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for c in wire::net::tls::load_certs(ca).expect("ca") {
+        roots.add(c).expect("root");
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .expect("tls13")
+        .with_root_certificates(roots);
+    let config = match client {
+        Some((cert, key)) => builder
+            .with_client_auth_cert(
+                wire::net::tls::load_certs(cert).expect("cert"),
+                wire::net::tls::load_key(key).expect("key"),
+            )
+            .expect("client auth"),
+        None => builder.with_no_client_auth(),
+    };
+    Arc::new(config)
+}
+
+/// Lines of the server log that record a connection reaching PostgreSQL.
+pub fn connections_in_log(cluster: &Cluster) -> usize {
+    std::fs::read_to_string(cluster.log_path())
+        .expect("server log")
+        .lines()
+        .filter(|l| l.contains("connection received"))
+        .count()
+}
