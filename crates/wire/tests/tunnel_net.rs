@@ -404,3 +404,41 @@ fn shutdown_lets_a_running_query_finish() {
     });
     assert_eq!(out.trim(), "|drained");
 }
+
+#[test]
+fn application_tls_and_an_unreachable_server_half() {
+    let cluster = Cluster::start().expect("cluster");
+    let mut tunnel = Tunnel::start_with(socket_upstream(&cluster), "zstd:1", true);
+    let port = tunnel.client_port();
+    let mut cmd = cluster.command("psql");
+    cmd.args(["-X", "-At", "-h", "127.0.0.1", "-p", &port, "-c"]);
+    cmd.arg("SELECT 'over tls'");
+    cmd.env("PGSSLMODE", "require");
+    let out = pgtest::run::run_with(&mut cmd, None, Duration::from_secs(30)).expect("psql");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "over tls");
+    // Without the server half the application gets a FATAL error that says why.
+    tunnel.stop_server();
+    let tunnel_reports = tunnel.client_reports.clone();
+    let mut cmd = cluster.command("psql");
+    cmd.args([
+        "-X",
+        "-At",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-c",
+        "SELECT 1",
+    ]);
+    let err =
+        pgtest::run::run_with(&mut cmd, None, Duration::from_secs(30)).expect_err("no server half");
+    assert!(err.to_string().contains("pgcompress tunnel"), "{err}");
+    let (client, _) = tunnel.stop();
+    // libpq may retry (without TLS, or once more): every attempt after the first failed.
+    assert!(client.connections_total >= 2);
+    let failed = net_support::connections(&tunnel_reports)
+        .iter()
+        .filter(|c| c.error.is_some())
+        .count() as u64;
+    assert_eq!(failed, client.connections_total - 1);
+}

@@ -104,7 +104,7 @@ pub async fn run_client(
         drain,
         shutdown,
         report,
-        || listener.accept(),
+        listener,
         move |stream, peer| serve_app(stream, peer, shared.clone()),
     )
     .await
@@ -202,6 +202,26 @@ async fn first_packet(mut app: Stream, local: Option<&TlsAcceptor>) -> Result<Fi
     }
 }
 
+/// A FATAL ErrorResponse with SQLSTATE 08006 (connection_failure).
+fn error_response(message: &str) -> Vec<u8> {
+    let mut body = Vec::new();
+    for (field, value) in [
+        (b'S', "FATAL"),
+        (b'V', "FATAL"),
+        (b'C', "08006"),
+        (b'M', message),
+    ] {
+        body.push(field);
+        body.extend_from_slice(value.replace('\0', " ").as_bytes());
+        body.push(0);
+    }
+    body.push(0);
+    let mut msg = vec![b'E'];
+    msg.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+    msg.extend_from_slice(&body);
+    msg
+}
+
 type Link = tokio_rustls::client::TlsStream<Metered<Stream>>;
 
 /// Opens the link: TCP, TLS, Hello and the server half's answer.
@@ -270,7 +290,19 @@ async fn carry(
         read: [conn_b2f.clone(), stats.b2f.clone()],
         written: [conn_f2b.clone(), stats.f2b.clone()],
     };
-    let (link, accept, rest) = open_link(shared, targets).await?;
+    let mut first = first;
+    let (link, accept, rest) = match open_link(shared, targets).await {
+        Ok(v) => v,
+        Err(e) => {
+            if first.framer.started() {
+                // Tell the application why, as PostgreSQL would, rather than just closing.
+                let msg = error_response(&format!("pgcompress tunnel: {e}"));
+                let _ = first.app.write_all(&msg).await;
+                let _ = first.app.shutdown().await;
+            }
+            return Err(e);
+        }
+    };
     let config = &shared.config;
     let encoder = LinkEncoder::new(
         Direction::FrontendToBackend,

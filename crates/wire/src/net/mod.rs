@@ -151,20 +151,18 @@ fn spawn_stats_writer(
     }))
 }
 
-/// Serves connections from `accept` until the shutdown, then drains them for at most
-/// `drain_timeout` and writes the final stats. Shared by both halves.
-async fn serve<A, AF, H, HF>(
+/// Serves connections from `listener` until the shutdown, closes it, then drains the open
+/// connections for at most `drain_timeout` and writes the final stats. Shared by both halves.
+async fn serve<H, HF>(
     stats: Arc<Stats>,
     stats_file: Option<&Path>,
     drain_timeout: Duration,
     shutdown: Shutdown,
     report: Reporter,
-    mut accept: A,
+    listener: endpoint::Listener,
     handle: H,
 ) -> Result<StatsSnapshot, NetError>
 where
-    A: FnMut() -> AF,
-    AF: Future<Output = std::io::Result<(endpoint::Stream, String)>>,
     H: Fn(endpoint::Stream, String) -> HF,
     HF: Future<Output = ()> + Send + 'static,
 {
@@ -174,13 +172,15 @@ where
         tokio::select! {
             _ = shutdown.triggered() => break,
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
-            r = accept() => match r {
+            r = listener.accept() => match r {
                 Ok((stream, peer)) => { tasks.spawn(handle(stream, peer)); }
                 // Out of descriptors and the like: keep serving the open connections.
                 Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
             },
         }
     }
+    // New connections are refused at once instead of waiting in the backlog.
+    drop(listener);
     report(Report::Draining {
         open: tasks.len() as u64,
     });

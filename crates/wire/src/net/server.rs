@@ -77,7 +77,7 @@ pub async fn run_server(
         config.drain_timeout,
         shutdown,
         report,
-        || listener.accept(),
+        listener,
         move |stream, peer| serve_link(stream, peer, shared.clone()),
     )
     .await
@@ -114,6 +114,9 @@ async fn serve_link(stream: Stream, peer: String, shared: Arc<Shared>) {
             return;
         }
     };
+    if let Ok(mut m) = stats.method.lock() {
+        *m = hello.backend_spec.to_string();
+    }
     let id = stats.total.fetch_add(1, Ordering::Relaxed) + 1;
     stats.open.fetch_add(1, Ordering::Relaxed);
     let _guard = OpenGuard(stats.clone());

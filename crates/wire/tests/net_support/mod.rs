@@ -61,6 +61,12 @@ impl Tunnel {
     /// Starts a server half in front of `upstream` and a client half (TCP, loopback) using
     /// `method`.
     pub fn start(upstream: Endpoint, method: &str) -> Tunnel {
+        Tunnel::start_with(upstream, method, false)
+    }
+
+    /// As [`Tunnel::start`]; with `app_tls` the client half serves TLS to applications with
+    /// the server half's certificate.
+    pub fn start_with(upstream: Endpoint, method: &str, app_tls: bool) -> Tunnel {
         let dir = tempfile::tempdir().expect("tempdir");
         let keys = keys(&dir.path().join("keys"));
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -101,7 +107,7 @@ impl Tunnel {
                 ca: keys.join("ca.pem"),
                 cert: keys.join("client.pem"),
                 key: keys.join("client-key.pem"),
-                local_tls: None,
+                local_tls: app_tls.then(|| (keys.join("server.pem"), keys.join("server-key.pem"))),
                 compress_types: TagSet::default(),
                 threshold: 60,
                 stats_file: Some(dir.path().join("client-stats.json")),
@@ -138,15 +144,28 @@ impl Tunnel {
             .to_owned()
     }
 
+    /// Stops the server half only, waiting for it to exit.
+    pub fn stop_server(&mut self) -> StatsSnapshot {
+        self.server_shutdown.trigger();
+        let s = self.server_task.take().expect("server task");
+        self.runtime
+            .block_on(s)
+            .expect("join")
+            .expect("server half")
+    }
+
     /// Stops both halves (client first) and returns their final (client, server) totals.
     pub fn stop(mut self) -> (StatsSnapshot, StatsSnapshot) {
         self.client_shutdown.trigger();
         self.server_shutdown.trigger();
         let c = self.client_task.take().expect("client task");
-        let s = self.server_task.take().expect("server task");
+        let s = self.server_task.take();
         self.runtime.block_on(async {
             let c = c.await.expect("join").expect("client half");
-            let s = s.await.expect("join").expect("server half");
+            let s = match s {
+                Some(s) => s.await.expect("join").expect("server half"),
+                None => c.clone(),
+            };
             (c, s)
         })
     }
