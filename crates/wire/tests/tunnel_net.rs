@@ -33,7 +33,17 @@ fn smoke(method: &str) {
     .expect("endpoint");
     let tunnel = Tunnel::start(upstream, method);
     let through = psql(&cluster, Some(&tunnel.client_port()), SCRIPT, None);
+    let reports = [tunnel.server_reports.clone(), tunnel.client_reports.clone()];
     let (client, server) = tunnel.stop();
+    let ended: Vec<_> = reports
+        .iter()
+        .flat_map(|r| net_support::connections(r))
+        .collect();
+    assert_eq!(ended.len(), 2);
+    assert!(
+        ended.iter().all(|c| c.error.is_none()),
+        "a clean session ends without errors: {ended:?}"
+    );
     assert!(direct.contains("end of script"));
     assert_eq!(through, direct, "psql output through the tunnel ({method})");
     let b2f = server.backend_to_frontend;
