@@ -145,8 +145,11 @@ fn spawn_stats_writer(
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         loop {
             tick.tick().await;
-            // A failed periodic write is retried next second; the final one reports errors.
-            let _ = stats.snapshot().write_atomic(&path);
+            let snapshot = stats.snapshot();
+            let path = path.clone();
+            // File I/O off the async workers. A failed periodic write is retried next
+            // second; the final one reports its error.
+            let _ = tokio::task::spawn_blocking(move || snapshot.write_atomic(&path)).await;
         }
     }))
 }
@@ -197,7 +200,10 @@ where
     }
     let snapshot = stats.snapshot();
     if let Some(path) = stats_file {
-        snapshot.write_atomic(path)?;
+        let (s, p) = (snapshot.clone(), path.to_path_buf());
+        tokio::task::spawn_blocking(move || s.write_atomic(&p))
+            .await
+            .map_err(|e| NetError::io("writing the stats file", std::io::Error::other(e)))??;
     }
     Ok(snapshot)
 }
