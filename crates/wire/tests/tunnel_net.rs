@@ -452,3 +452,48 @@ fn application_tls_and_an_unreachable_server_half() {
         .count() as u64;
     assert_eq!(failed, client.connections_total - 1);
 }
+
+#[test]
+fn cancel_request_is_carried_to_postgresql() {
+    let cluster = Cluster::start().expect("cluster");
+    let tunnel = Tunnel::start(socket_upstream(&cluster), "zstd:1");
+    let port = tunnel.client_port();
+    let mut cmd = cluster.command("psql");
+    cmd.args([
+        "-X",
+        "-At",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-c",
+        "SELECT pg_sleep(30)",
+    ]);
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    pgtest::run::as_server_user(&mut cmd).expect("server user");
+    let child = cmd.spawn().expect("psql");
+    std::thread::sleep(Duration::from_millis(1500));
+    // psql's SIGINT handler sends a CancelRequest to the host and port it connected to.
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(sent.success());
+    let started = std::time::Instant::now();
+    let out = child.wait_with_output().expect("psql");
+    let waited = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("canceling statement due to user request"),
+        "{stderr}"
+    );
+    assert!(
+        waited < Duration::from_secs(2),
+        "cancelled after {waited:?}"
+    );
+    let (client, server) = tunnel.stop();
+    // The session and the cancel, each on its own link connection.
+    assert_eq!(client.connections_total, 2);
+    assert_eq!(server.connections_total, 2);
+}
