@@ -61,6 +61,14 @@ fn smoke(method: &str) {
     assert_eq!(client.connections_total, 1);
     assert_eq!(server.connections_total, 1);
     assert_eq!(client.backend_to_frontend.raw_bytes, b2f.raw_bytes);
+    assert_eq!(
+        client.frontend_to_backend.raw_bytes,
+        server.frontend_to_backend.raw_bytes
+    );
+    assert_eq!(
+        client.frontend_to_backend.link_bytes,
+        server.frontend_to_backend.link_bytes
+    );
 }
 
 #[test]

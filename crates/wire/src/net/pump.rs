@@ -92,7 +92,8 @@ where
     let mut buf = vec![0u8; READ_SIZE];
     let mut seen_ready = false;
     let mut eof = false;
-    let mut counted = sender.counters();
+    // From zero: a first packet pushed before this loop is counted too.
+    let mut counted = Counters::default();
     // The first packet pushed before the loop (the client half's) goes out at once.
     let mut first = sender.pending() > 0;
     while !eof {
