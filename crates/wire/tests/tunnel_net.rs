@@ -426,7 +426,12 @@ fn shutdown_lets_a_running_query_finish() {
 #[test]
 fn application_tls_and_an_unreachable_server_half() {
     let cluster = Cluster::start().expect("cluster");
-    let mut tunnel = Tunnel::start_with(socket_upstream(&cluster), "zstd:1", true);
+    let mut tunnel = Tunnel::start_with(
+        socket_upstream(&cluster),
+        "zstd:1",
+        true,
+        Endpoint::Tcp("127.0.0.1:0".into()),
+    );
     let port = tunnel.client_port();
     let mut cmd = cluster.command("psql");
     cmd.args(["-X", "-At", "-h", "127.0.0.1", "-p", &port, "-c"]);
@@ -504,4 +509,40 @@ fn cancel_request_is_carried_to_postgresql() {
     // The session and the cancel, each on its own link connection.
     assert_eq!(client.connections_total, 2);
     assert_eq!(server.connections_total, 2);
+}
+
+#[test]
+fn applications_connect_on_a_unix_socket() {
+    let cluster = Cluster::start().expect("cluster");
+    let dir = tempfile::tempdir().expect("tempdir");
+    pgtest::run::chown_to_server_user(dir.path()).expect("chown");
+    let sockdir = dir.path().to_str().expect("utf-8");
+    let listen = Endpoint::parse(sockdir, 6543).expect("endpoint");
+    let tunnel = Tunnel::start_with(socket_upstream(&cluster), "lz4", false, listen);
+    assert_eq!(
+        tunnel.client_addr,
+        dir.path().join(".s.PGSQL.6543").display().to_string()
+    );
+    let mut cmd = cluster.command("psql");
+    cmd.args([
+        "-X",
+        "-At",
+        "-h",
+        sockdir,
+        "-p",
+        "6543",
+        "-c",
+        "SELECT 'via the socket'",
+    ]);
+    let out = pgtest::run::run_with(&mut cmd, None, Duration::from_secs(30)).expect("psql");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "via the socket"
+    );
+    let (client, _) = tunnel.stop();
+    assert_eq!(client.connections_total, 1);
+    assert!(
+        !dir.path().join(".s.PGSQL.6543").exists(),
+        "the socket file is removed at exit"
+    );
 }

@@ -61,12 +61,13 @@ impl Tunnel {
     /// Starts a server half in front of `upstream` and a client half (TCP, loopback) using
     /// `method`.
     pub fn start(upstream: Endpoint, method: &str) -> Tunnel {
-        Tunnel::start_with(upstream, method, false)
+        Tunnel::start_with(upstream, method, false, Endpoint::Tcp("127.0.0.1:0".into()))
     }
 
     /// As [`Tunnel::start`]; with `app_tls` the client half serves TLS to applications with
     /// the server half's certificate.
-    pub fn start_with(upstream: Endpoint, method: &str, app_tls: bool) -> Tunnel {
+    /// `listen` is where the client half accepts applications.
+    pub fn start_with(upstream: Endpoint, method: &str, app_tls: bool, listen: Endpoint) -> Tunnel {
         let dir = tempfile::tempdir().expect("tempdir");
         let keys = keys(&dir.path().join("keys"));
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -100,7 +101,7 @@ impl Tunnel {
         let client_shutdown = Shutdown::new();
         let client_task = runtime.spawn(run_client(
             ClientConfig {
-                listen: Endpoint::Tcp("127.0.0.1:0".into()),
+                listen,
                 server: server_addr.clone(),
                 server_name: "localhost".into(),
                 method: parse_spec(method).expect("method"),
