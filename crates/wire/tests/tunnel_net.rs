@@ -546,3 +546,38 @@ fn applications_connect_on_a_unix_socket() {
         "the socket file is removed at exit"
     );
 }
+
+#[test]
+fn a_second_signal_ends_the_drain_at_once() {
+    let cluster = Cluster::start().expect("cluster");
+    let tunnel = Tunnel::start(socket_upstream(&cluster), "zstd:1");
+    let port = tunnel.client_port();
+    let result = std::thread::scope(|s| {
+        let q = s.spawn(|| {
+            let mut cmd = cluster.command("psql");
+            cmd.args([
+                "-X",
+                "-At",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-c",
+                "SELECT pg_sleep(30)",
+            ]);
+            pgtest::run::run_with(&mut cmd, None, Duration::from_secs(60))
+        });
+        std::thread::sleep(Duration::from_millis(1000));
+        let started = std::time::Instant::now();
+        tunnel.client_shutdown.trigger();
+        tunnel.server_shutdown.trigger();
+        std::thread::sleep(Duration::from_millis(300));
+        tunnel.client_shutdown.trigger_now();
+        tunnel.server_shutdown.trigger_now();
+        let (client, _) = tunnel.stop();
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(client.connections_open, 0);
+        q.join().expect("psql thread")
+    });
+    assert!(result.is_err(), "the query was cut off: {result:?}");
+}

@@ -85,7 +85,8 @@ pub struct Common {
     /// One JSON object per connection line and for the exit summary.
     #[arg(long)]
     pub json: bool,
-    /// Seconds open connections get to finish after SIGTERM/SIGINT.
+    /// Seconds open connections get to finish after SIGTERM/SIGINT (a second signal ends
+    /// them at once).
     #[arg(long, default_value_t = 30)]
     pub drain_timeout: u64,
 }

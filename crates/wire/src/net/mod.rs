@@ -67,10 +67,12 @@ pub enum Report {
 /// Receives the [`Report`]s of a half; must be quick.
 pub type Reporter = Arc<dyn Fn(Report) + Send + Sync>;
 
-/// Tells a running half to stop accepting and drain. Clones share the signal.
+/// Tells a running half to stop accepting and drain, or to stop at once. Clones share the
+/// signal.
 #[derive(Clone, Debug)]
 pub struct Shutdown {
-    tx: Arc<tokio::sync::watch::Sender<bool>>,
+    /// 0 running, 1 draining, 2 stopping now.
+    tx: Arc<tokio::sync::watch::Sender<u8>>,
 }
 
 impl Default for Shutdown {
@@ -83,30 +85,48 @@ impl Shutdown {
     /// A shutdown not yet triggered.
     pub fn new() -> Self {
         Shutdown {
-            tx: Arc::new(tokio::sync::watch::Sender::new(false)),
+            tx: Arc::new(tokio::sync::watch::Sender::new(0)),
         }
     }
 
-    /// Starts the shutdown.
+    /// Starts the shutdown: stop accepting, let open connections finish.
     pub fn trigger(&self) {
-        self.tx.send_replace(true);
+        self.tx.send_if_modified(|v| {
+            let was = *v;
+            *v = was.max(1);
+            *v != was
+        });
+    }
+
+    /// Ends the drain at once: open connections are closed.
+    pub fn trigger_now(&self) {
+        self.tx.send_replace(2);
     }
 
     /// True once triggered.
     pub fn is_triggered(&self) -> bool {
-        *self.tx.borrow()
+        *self.tx.borrow() >= 1
+    }
+
+    async fn reached(&self, level: u8) {
+        let mut rx = self.tx.subscribe();
+        // The sender lives in `self`, so the channel cannot close while waiting.
+        let _ = rx.wait_for(|v| *v >= level).await;
     }
 
     /// Waits until triggered.
     pub async fn triggered(&self) {
-        let mut rx = self.tx.subscribe();
-        // The sender lives in `self`, so the channel cannot close while waiting.
-        let _ = rx.wait_for(|v| *v).await;
+        self.reached(1).await;
+    }
+
+    /// Waits until [`Shutdown::trigger_now`].
+    pub async fn now(&self) {
+        self.reached(2).await;
     }
 }
 
 /// Runs `half` (from [`run_client`] or [`run_server`]) on a multi-threaded runtime until it
-/// returns; SIGTERM and SIGINT trigger its shutdown.
+/// returns; SIGTERM or SIGINT triggers its shutdown, a second one ends the drain at once.
 pub fn run_blocking<F, Fut>(half: F) -> Result<StatsSnapshot, NetError>
 where
     F: FnOnce(Shutdown) -> Fut,
@@ -130,6 +150,11 @@ where
                 _ = int.recv() => {}
             }
             trigger.trigger();
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            trigger.trigger_now();
         });
         half(shutdown).await
     })
@@ -187,11 +212,13 @@ where
     report(Report::Draining {
         open: tasks.len() as u64,
     });
-    let drained = tokio::time::timeout(drain_timeout, async {
-        while tasks.join_next().await.is_some() {}
-    })
-    .await;
-    if drained.is_err() {
+    let drained = tokio::select! {
+        r = tokio::time::timeout(drain_timeout, async {
+            while tasks.join_next().await.is_some() {}
+        }) => r.is_ok(),
+        _ = shutdown.now() => false,
+    };
+    if !drained {
         tasks.abort_all();
         while tasks.join_next().await.is_some() {}
     }
