@@ -147,10 +147,19 @@ fn sigterm_drains_a_running_query_and_exits_0() {
         let q = s.spawn(|| {
             let mut cmd = cluster.command("psql");
             cmd.args(["-X", "-At", "-h", "127.0.0.1", "-p", &client_port]);
-            cmd.args(["-c", "SELECT pg_sleep(2), 'drained'"]);
+            cmd.args(["-c", "SELECT pg_sleep(3), 'drained'"]);
             pgtest::run::run_with(&mut cmd, None, Duration::from_secs(60)).expect("psql")
         });
-        std::thread::sleep(Duration::from_millis(800));
+        // The query is running once the client half counts its connection.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::fs::read_to_string(&stats)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .is_none_or(|v| v["connections_open"] != 1)
+        {
+            assert!(Instant::now() < deadline, "the connection never opened");
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let (code, summary) = terminate(&mut client);
         assert_eq!(code, 0, "client half exit status");
         let v: serde_json::Value = serde_json::from_str(summary.trim()).expect("JSON summary");

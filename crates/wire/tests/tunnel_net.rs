@@ -409,11 +409,11 @@ fn shutdown_lets_a_running_query_finish() {
             psql(
                 &cluster,
                 Some(&port),
-                "SELECT pg_sleep(2), 'drained';\n",
+                "SELECT pg_sleep(3), 'drained';\n",
                 None,
             )
         });
-        std::thread::sleep(Duration::from_millis(800));
+        tunnel.wait_open(1);
         let (client, server) = tunnel.stop();
         assert_eq!(client.connections_total, 1);
         assert_eq!(client.connections_open, 0);
@@ -567,7 +567,7 @@ fn a_second_signal_ends_the_drain_at_once() {
             ]);
             pgtest::run::run_with(&mut cmd, None, Duration::from_secs(60))
         });
-        std::thread::sleep(Duration::from_millis(1000));
+        tunnel.wait_open(1);
         let started = std::time::Instant::now();
         tunnel.client_shutdown.trigger();
         tunnel.server_shutdown.trigger();

@@ -136,6 +136,24 @@ impl Tunnel {
         }
     }
 
+    /// Waits until the client half's stats file shows `n` open connections.
+    pub fn wait_open(&self, n: u64) {
+        let path = self._dir.path().join("client-stats.json");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(s) = StatsSnapshot::read(&path) {
+                if s.connections_open >= n {
+                    return;
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the client half never had {n} open connections"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// The client half's port.
     pub fn client_port(&self) -> String {
         self.client_addr
