@@ -246,3 +246,6 @@ where
     let _ = dst.shutdown().await;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;
