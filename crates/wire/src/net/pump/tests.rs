@@ -128,3 +128,41 @@ async fn a_message_cut_by_the_end_of_the_stream_is_an_error() {
     let err = pump.await.expect("join").expect_err("truncated message");
     assert!(err.to_string().contains("ends inside the message"), "{err}");
 }
+
+#[test]
+fn the_tap_finds_frames_split_anywhere() {
+    use super::TapWalker;
+    use crate::net::tap::{FrameTap, TapEvent};
+    use std::sync::Mutex;
+    let mut bytes = Vec::new();
+    for (ty, len) in [(b'V', 10usize), (b'R', 0), (b'Z', 7), (b'V', 3)] {
+        bytes.push(ty);
+        bytes.extend_from_slice(&(len as u32).to_be_bytes());
+        bytes.extend(std::iter::repeat_n(0u8, len));
+    }
+    for piece in 1..bytes.len() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let tap: FrameTap = Arc::new(move |e: TapEvent| sink.lock().expect("lock").push(e));
+        let mut walker = TapWalker::default();
+        for chunk in bytes.chunks(piece) {
+            walker.walk(&tap, Direction::BackendToFrontend, chunk);
+        }
+        let got: Vec<(u8, usize, bool)> = seen
+            .lock()
+            .expect("lock")
+            .iter()
+            .map(|e| (e.frame_type, e.payload_len, e.before_ready))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (b'V', 10, true),
+                (b'R', 0, true),
+                (b'Z', 7, false),
+                (b'V', 3, false)
+            ],
+            "pieces of {piece}"
+        );
+    }
+}
