@@ -581,3 +581,33 @@ fn a_second_signal_ends_the_drain_at_once() {
     });
     assert!(result.is_err(), "the query was cut off: {result:?}");
 }
+
+#[test]
+fn an_unreachable_postgresql_is_reported_to_the_application() {
+    let cluster = Cluster::start().expect("cluster");
+    let gone = tempfile::tempdir().expect("tempdir");
+    let upstream = Endpoint::Unix(gone.path().join(".s.PGSQL.5432"));
+    let tunnel = Tunnel::start(upstream, "zstd:1");
+    let port = tunnel.client_port();
+    let mut cmd = cluster.command("psql");
+    cmd.args([
+        "-X",
+        "-At",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-c",
+        "SELECT 1",
+    ]);
+    cmd.env("PGSSLMODE", "disable");
+    let err = pgtest::run::run_with(&mut cmd, None, Duration::from_secs(30))
+        .expect_err("no PostgreSQL behind the server half");
+    assert!(
+        err.to_string().contains("pgcompress tunnel server"),
+        "{err}"
+    );
+    let conns = tunnel.server_connections();
+    tunnel.stop();
+    assert!(conns.iter().all(|c| c.error.is_some()), "{conns:?}");
+}

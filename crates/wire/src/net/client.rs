@@ -202,26 +202,6 @@ async fn first_packet(mut app: Stream, local: Option<&TlsAcceptor>) -> Result<Fi
     }
 }
 
-/// A FATAL ErrorResponse with SQLSTATE 08006 (connection_failure).
-fn error_response(message: &str) -> Vec<u8> {
-    let mut body = Vec::new();
-    for (field, value) in [
-        (b'S', "FATAL"),
-        (b'V', "FATAL"),
-        (b'C', "08006"),
-        (b'M', message),
-    ] {
-        body.push(field);
-        body.extend_from_slice(value.replace('\0', " ").as_bytes());
-        body.push(0);
-    }
-    body.push(0);
-    let mut msg = vec![b'E'];
-    msg.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
-    msg.extend_from_slice(&body);
-    msg
-}
-
 type Link = tokio_rustls::client::TlsStream<Metered<Stream>>;
 
 /// Opens the link: TCP, TLS, Hello and the server half's answer.
@@ -296,7 +276,7 @@ async fn carry(
         Err(e) => {
             if first.framer.started() {
                 // Tell the application why, as PostgreSQL would, rather than just closing.
-                let msg = error_response(&format!("pgcompress tunnel: {e}"));
+                let msg = super::error_response(&format!("pgcompress tunnel: {e}"));
                 let _ = first.app.write_all(&msg).await;
                 let _ = first.app.shutdown().await;
             }

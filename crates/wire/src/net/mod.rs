@@ -160,6 +160,26 @@ where
     })
 }
 
+/// A FATAL ErrorResponse with SQLSTATE 08006 (connection_failure).
+pub(crate) fn error_response(message: &str) -> Vec<u8> {
+    let mut body = Vec::new();
+    for (field, value) in [
+        (b'S', "FATAL"),
+        (b'V', "FATAL"),
+        (b'C', "08006"),
+        (b'M', message),
+    ] {
+        body.push(field);
+        body.extend_from_slice(value.replace('\0', " ").as_bytes());
+        body.push(0);
+    }
+    body.push(0);
+    let mut msg = vec![b'E'];
+    msg.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+    msg.extend_from_slice(&body);
+    msg
+}
+
 /// Writes the stats file once a second until dropped (the caller writes the final one).
 fn spawn_stats_writer(
     stats: Arc<Stats>,
