@@ -523,6 +523,8 @@ fn applications_connect_on_a_unix_socket() {
         tunnel.client_addr,
         dir.path().join(".s.PGSQL.6543").display().to_string()
     );
+    // A probe that connects and leaves is no error.
+    drop(std::os::unix::net::UnixStream::connect(&tunnel.client_addr).expect("probe"));
     let mut cmd = cluster.command("psql");
     cmd.args([
         "-X",
@@ -539,8 +541,11 @@ fn applications_connect_on_a_unix_socket() {
         String::from_utf8_lossy(&out.stdout).trim(),
         "via the socket"
     );
+    let reports = tunnel.client_reports.clone();
     let (client, _) = tunnel.stop();
-    assert_eq!(client.connections_total, 1);
+    assert_eq!(client.connections_total, 2);
+    let ended = net_support::connections(&reports);
+    assert!(ended.iter().all(|c| c.error.is_none()), "{ended:?}");
     assert!(
         !dir.path().join(".s.PGSQL.6543").exists(),
         "the socket file is removed at exit"

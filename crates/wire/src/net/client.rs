@@ -146,7 +146,12 @@ struct First {
 /// Reads until the StartupMessage or CancelRequest, answering SSLRequest ('S' and TLS with
 /// a local certificate, else 'N') and GSSENCRequest ('N') on the way. Bytes sent after an
 /// encryption request before its answer end the connection (CVE-2021-23214).
-async fn first_packet(mut app: Stream, local: Option<&TlsAcceptor>) -> Result<First, NetError> {
+/// `Ok(None)` if the application closes between packets (a port probe, or a client that
+/// wanted TLS and got 'N').
+async fn first_packet(
+    mut app: Stream,
+    local: Option<&TlsAcceptor>,
+) -> Result<Option<First>, NetError> {
     let mut framer = Framer::new(Direction::FrontendToBackend);
     let mut buf: Vec<u8> = Vec::new();
     let mut chunk = [0u8; 4096];
@@ -178,12 +183,12 @@ async fn first_packet(mut app: Stream, local: Option<&TlsAcceptor>) -> Result<Fi
                 _ => {
                     let packet = buf[..len].to_vec();
                     buf.drain(..len);
-                    return Ok(First {
+                    return Ok(Some(First {
                         app,
                         framer,
                         packet,
                         rest: buf,
-                    });
+                    }));
                 }
             }
         }
@@ -192,11 +197,9 @@ async fn first_packet(mut app: Stream, local: Option<&TlsAcceptor>) -> Result<Fi
             .await
             .map_err(|e| NetError::io("reading the startup packet", e))?;
         if n == 0 {
+            // Nothing was cut off when nothing is left; a partial packet is an error.
             framer.finish(&buf)?;
-            return Err(NetError::io(
-                "reading the startup packet",
-                std::io::ErrorKind::UnexpectedEof.into(),
-            ));
+            return Ok(None);
         }
         buf.extend_from_slice(&chunk[..n]);
     }
@@ -264,6 +267,9 @@ async fn carry(
     let first = tokio::time::timeout(STARTUP_TIMEOUT, first_packet(app, shared.local.as_ref()))
         .await
         .map_err(|_| NetError::Timeout("waiting for the startup packet".to_owned()))??;
+    let Some(first) = first else {
+        return Ok(());
+    };
     let stats = &shared.stats;
     // The client half writes frontend->backend link bytes and reads backend->frontend ones.
     let targets = MeterTargets {
