@@ -11,6 +11,7 @@ mod bench;
 mod demo;
 mod logical;
 mod output;
+mod tunnel;
 mod walcmd;
 
 use clap::Parser;
@@ -25,6 +26,7 @@ fn main() -> ExitCode {
         args::Command::Bench(b) => bench::run(b),
         args::Command::Archive(a) => archive::run(a),
         args::Command::Logical(l) => logical::run(l),
+        args::Command::Tunnel(t) => tunnel::run(t),
     };
     match result {
         Ok(code) => code,

@@ -3,6 +3,7 @@
 pub mod archive;
 pub mod bench;
 pub mod logical;
+pub mod tunnel;
 pub mod wal;
 
 use clap::{Parser, Subcommand};
@@ -34,4 +35,7 @@ pub enum Command {
     /// Change data capture from a logical replication slot (pgoutput), with compressed spill.
     #[command(subcommand)]
     Logical(logical::LogicalCommand),
+    /// Compressed PostgreSQL wire protocol between two halves over mutual TLS.
+    #[command(subcommand, after_help = tunnel::TUNNEL_HELP)]
+    Tunnel(tunnel::TunnelCommand),
 }
