@@ -65,7 +65,8 @@ impl TunnelSection {
         );
         let _ = writeln!(
             out,
-            "  both outputs {} , SHA-256 {}…",
+            "  the client got the same {} both ways (SHA-256 {}…); pgbench rows are mostly blank filler, \
+             so expect less on real tables",
             bytes(self.output_bytes),
             &self.output_sha256[..16.min(self.output_sha256.len())]
         );
