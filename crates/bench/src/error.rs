@@ -100,6 +100,14 @@ pub enum Error {
         /// The Debian packages that hold them.
         packages: Vec<String>,
     },
+    /// A tunnel half did not start, stop or report as it should, or data through it differed.
+    #[error("{what}: {reason}")]
+    Tunnel {
+        /// The half or the step ("the tunnel's client half").
+        what: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// The PostgreSQL found is older than the command needs.
     #[error(
         "PostgreSQL {found} found in {}; {command} needs {need} or later ({why}); install it or set {} to its bin directory",

@@ -16,6 +16,7 @@ pub mod read;
 pub mod runs;
 pub mod sys;
 pub mod timing;
+pub mod tunnel;
 pub mod wal;
 
 pub use error::{Error, Result};

@@ -59,6 +59,7 @@ fn demo_json_compares_the_four_settings() {
         }
     }
     check_archive(&doc);
+    check_tunnel(&doc);
     check_advisor_agrees(&doc);
 }
 
@@ -118,6 +119,25 @@ fn check_archive(doc: &Value) {
             "{t}"
         );
     }
+}
+
+/// The tunnel section: the same COPY output both ways, fewer bytes on the link than the protocol carries.
+fn check_tunnel(doc: &Value) {
+    let t = &doc["tunnel"];
+    assert_eq!(t["method"], "zstd:1", "{t}");
+    assert_eq!(t["statement"], "COPY pgbench_accounts TO STDOUT", "{t}");
+    let output = num(t, "output_bytes");
+    let direct = num(t, "direct_bytes");
+    let link = num(t, "link_bytes");
+    // scale 1: 100,000 accounts of about 100 bytes each.
+    assert!(output > 5_000_000, "{t}");
+    // The protocol adds a CopyData header per row and the CopyOutResponse, CopyDone, CommandComplete.
+    assert!(
+        direct > output && direct < output + 6 * 100_000 + 1000,
+        "{t}"
+    );
+    assert!(link > 0 && link * 3 < direct, "{t}");
+    assert_eq!(t["output_sha256"].as_str().map(str::len), Some(64), "{t}");
 }
 
 #[test]

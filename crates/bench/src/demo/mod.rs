@@ -2,8 +2,10 @@
 //! them, configure, checkpoint, run, isolate the run's WAL in its own segments, read and verify it.
 
 mod report;
+mod tunnel;
 
 pub use report::{ArchiveComparison, Demo, RunResult, StoredBy, Workload};
+pub use tunnel::TunnelSection;
 
 use crate::error::{Context, Error, IoContext, Result};
 use crate::runs::{guc_value, isolated_run, parse_tps, start_cluster, Server, DEFAULT_SEGMENT_MB};
@@ -35,6 +37,9 @@ const TEMPLATE_DB: &str = "demo_template";
 const BENCH_DB: &str = "demo_bench";
 /// The oldest server with `wal_compression = lz4 | zstd` (and the oldest WAL the `wal` crate reads).
 const MIN_MAJOR: u32 = 15;
+
+/// The tunnel section's link method: the headline setting.
+const TUNNEL_METHOD: &str = "zstd:1";
 
 /// Candidates the demo's advisor table compares.
 const DEMO_CANDIDATES: &str = "none,pglz,lz4,zstd,zstd:-1,zstd:1,zstd:6,zstd:9,lz4:9,snappy";
@@ -115,6 +120,12 @@ pub fn compare(a: &Options, p: &dyn Progress) -> Result<Demo> {
     // What an archive would hold: the off run's segments pushed one by one, as archive_command does.
     p.step("archiving the off run's segments with pgcompress, gzip -6 and zstd -3".into());
     let archive = archive_off_run(&a.pgcompress, &off).context("archiving the off run's WAL")?;
+    check_cancelled(p)?;
+    p.step(format!(
+        "tunnel: `COPY pgbench_accounts TO STDOUT` directly and through a {TUNNEL_METHOD} tunnel"
+    ));
+    let tunnel = tunnel::run(&cluster, TEMPLATE_DB, &a.pgcompress, TUNNEL_METHOD)
+        .context("copying the pgbench accounts through the tunnel")?;
     p.step("stopping and deleting the cluster".into());
     cluster.stop().context("stopping the throwaway cluster")?;
     drop(cluster);
@@ -130,6 +141,7 @@ pub fn compare(a: &Options, p: &dyn Progress) -> Result<Demo> {
         runs,
         advice: Some(advice),
         archive: Some(archive),
+        tunnel: Some(tunnel),
     })
 }
 

@@ -49,6 +49,8 @@ pub struct Demo {
     pub advice: Option<advise::Advice>,
     /// The `off` run's segments archived by pgcompress and by the usual compressors.
     pub archive: Option<ArchiveComparison>,
+    /// The pgbench accounts read directly and through the tunnel.
+    pub tunnel: Option<super::TunnelSection>,
 }
 
 /// The pgbench workload.
@@ -185,6 +187,10 @@ impl Demo {
         if let Some(a) = &self.archive {
             out.push('\n');
             out.push_str(&a.table());
+        }
+        if let Some(t) = &self.tunnel {
+            out.push('\n');
+            out.push_str(&t.table());
         }
         out
     }

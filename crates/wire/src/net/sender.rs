@@ -1,7 +1,8 @@
 //! One direction's PostgreSQL bytes in, link bytes out: the framer feeding the link encoder.
 //!
-//! Kept in one place so the way a direction is framed and encoded can change (a streaming
-//! mode for huge messages) without touching the sockets around it.
+//! Messages pass in pieces ([`Framer::poll_piece`]): one longer than the framer's whole-message
+//! limit (256 KiB) is encoded as its bytes arrive, so a 300 MB DataRow never sits in memory and
+//! the buffer here stays under that limit plus one read.
 
 use crate::framer::Framer;
 use crate::link::{Counters, LinkEncoder};
@@ -12,7 +13,7 @@ use super::error::NetError;
 pub(crate) struct Sender {
     framer: Framer,
     encoder: LinkEncoder,
-    /// Bytes read from the source that do not yet make a whole message.
+    /// Bytes read from the source that do not yet make a whole message or piece.
     buf: Vec<u8>,
 }
 
@@ -32,13 +33,14 @@ impl Sender {
         Ok(())
     }
 
-    /// Adds bytes read from the source; every whole message among them is encoded.
+    /// Adds bytes read from the source; every whole message, and every piece of a long one,
+    /// among them is encoded.
     pub(crate) fn feed(&mut self, bytes: &[u8]) -> Result<(), NetError> {
         self.buf.extend_from_slice(bytes);
         let mut at = 0;
-        while let Some(msg) = self.framer.poll(&self.buf[at..])? {
-            self.encoder.push(&msg)?;
-            at += msg.bytes.len();
+        while let Some(piece) = self.framer.poll_piece(&self.buf[at..])? {
+            self.encoder.push_piece(&piece)?;
+            at += piece.bytes.len();
         }
         self.buf.drain(..at);
         Ok(())

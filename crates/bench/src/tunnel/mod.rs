@@ -1,0 +1,7 @@
+//! The tunnel driven from outside, as a DBA runs it: `pgcompress tunnel keys`, a server half beside
+//! PostgreSQL and a client half for the applications, each a child process; and what their stats files
+//! say once they have stopped.
+
+mod pair;
+
+pub use pair::{HalfStats, Pair, PairOptions, Traffic};

@@ -1,0 +1,268 @@
+//! A tunnel pair run as two `pgcompress` child processes on loopback.
+
+use crate::error::{Error, IoContext, Result};
+use serde::Deserialize;
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, ChildStderr, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// How long a half may take to print that it listens.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long a half may take to drain and exit after SIGTERM.
+const STOP_TIMEOUT: Duration = Duration::from_secs(40);
+
+/// What the pair connects and how.
+#[derive(Clone, Debug)]
+pub struct PairOptions {
+    /// The `pgcompress` executable.
+    pub pgcompress: PathBuf,
+    /// PostgreSQL's Unix socket directory (the server half's upstream).
+    pub socket_dir: PathBuf,
+    /// PostgreSQL's port (names the socket file).
+    pub port: u16,
+    /// The link method (`zstd:1`, `lz4`, `none`).
+    pub method: String,
+}
+
+/// Bytes of one direction, as a half counts them.
+#[derive(Clone, Copy, Debug, Default, Deserialize, serde::Serialize, PartialEq, Eq)]
+pub struct Traffic {
+    /// PostgreSQL protocol bytes: what a direct connection carries.
+    pub raw_bytes: u64,
+    /// Bytes on the link between the halves, TLS included.
+    pub link_bytes: u64,
+    /// Compressed chunks.
+    #[serde(default)]
+    pub chunks: u64,
+}
+
+/// A half's stats file (docs/TUNNEL.md), as written at its exit.
+#[derive(Clone, Debug, Deserialize)]
+pub struct HalfStats {
+    /// `client` or `server`.
+    pub half: String,
+    /// Connections served.
+    pub connections_total: u64,
+    /// Application to PostgreSQL.
+    pub frontend_to_backend: Traffic,
+    /// PostgreSQL to the application.
+    pub backend_to_frontend: Traffic,
+}
+
+/// A running server half and client half. Dropping it kills both.
+pub struct Pair {
+    server: Option<Child>,
+    client: Option<Child>,
+    client_port: u16,
+    dir: tempfile::TempDir,
+}
+
+/// A port on 127.0.0.1 that was free a moment ago.
+fn free_port() -> Result<u16> {
+    let l = TcpListener::bind("127.0.0.1:0").io(|| "finding a free port on 127.0.0.1".into())?;
+    Ok(l.local_addr().io(|| "reading a bound port".into())?.port())
+}
+
+/// Waits until the half's standard error says it listens; keeps reading it afterwards so the
+/// half never blocks on a full pipe, and returns what it printed before, if it failed.
+fn await_listening(what: &str, stderr: ChildStderr) -> Result<()> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stderr).lines();
+        let mut said = String::new();
+        for line in lines.by_ref().map_while(std::result::Result::ok) {
+            if line.contains("listening on") {
+                let _ = tx.send(Ok(()));
+                break;
+            }
+            said.push_str(&line);
+            said.push('\n');
+        }
+        let _ = tx.send(Err(said));
+        // Drain the rest (per-connection lines, the exit summary) so the half never blocks.
+        for _ in lines.map_while(std::result::Result::ok) {}
+    });
+    match rx.recv_timeout(START_TIMEOUT) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(said)) => Err(Error::Tunnel {
+            what: what.into(),
+            reason: format!("exited before listening: {}", said.trim()),
+        }),
+        Err(_) => Err(Error::Tunnel {
+            what: what.into(),
+            reason: format!("did not listen within {} s", START_TIMEOUT.as_secs()),
+        }),
+    }
+}
+
+fn spawn(what: &str, cmd: &mut Command) -> Result<Child> {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| Error::Spawn {
+            what: what.into(),
+            program: "pgcompress".into(),
+            source,
+        })?;
+    let stderr = child
+        .stderr
+        .take()
+        .ok_or(Error::Internal("stderr not piped"))?;
+    if let Err(e) = await_listening(what, stderr) {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(e);
+    }
+    Ok(child)
+}
+
+impl Pair {
+    /// Writes keys, starts the server half upstream of PostgreSQL and the client half, and
+    /// returns once both listen.
+    pub fn start(o: &PairOptions) -> Result<Pair> {
+        let dir = tempfile::Builder::new()
+            .prefix("pgcompress-tunnel-")
+            .tempdir()
+            .io(|| "creating a directory for the tunnel's keys".into())?;
+        let keys = dir.path().join("keys");
+        let status = Command::new(&o.pgcompress)
+            .args(["tunnel", "keys"])
+            .arg(&keys)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .map_err(|source| Error::Spawn {
+                what: "pgcompress tunnel keys".into(),
+                program: o.pgcompress.display().to_string(),
+                source,
+            })?;
+        if !status.status.success() {
+            return Err(Error::Failed {
+                what: "pgcompress tunnel keys".into(),
+                status: status.status,
+                stderr: String::from_utf8_lossy(&status.stderr).trim().to_owned(),
+            });
+        }
+        let k = |f: &str| keys.join(f);
+        let link_port = free_port()?;
+        let server = spawn(
+            "the tunnel's server half",
+            Command::new(&o.pgcompress)
+                .args(["tunnel", "server", "--listen"])
+                .arg(format!("127.0.0.1:{link_port}"))
+                .arg("--upstream")
+                .arg(&o.socket_dir)
+                .arg("--upstream-port")
+                .arg(o.port.to_string())
+                .arg("--ca")
+                .arg(k("ca.pem"))
+                .arg("--cert")
+                .arg(k("server.pem"))
+                .arg("--key")
+                .arg(k("server-key.pem"))
+                .arg("--stats")
+                .arg(dir.path().join("server.json")),
+        )?;
+        let mut pair = Pair {
+            server: Some(server),
+            client: None,
+            client_port: free_port()?,
+            dir,
+        };
+        let client = spawn(
+            "the tunnel's client half",
+            Command::new(&o.pgcompress)
+                .args(["tunnel", "client", "--listen"])
+                .arg(format!("127.0.0.1:{}", pair.client_port))
+                .arg("--server")
+                .arg(format!("127.0.0.1:{link_port}"))
+                .args(["--method", &o.method])
+                .arg("--ca")
+                .arg(k("ca.pem"))
+                .arg("--cert")
+                .arg(k("client.pem"))
+                .arg("--key")
+                .arg(k("client-key.pem"))
+                .arg("--stats")
+                .arg(pair.dir.path().join("client.json")),
+        )?;
+        pair.client = Some(client);
+        Ok(pair)
+    }
+
+    /// The client half's port on 127.0.0.1: applications connect here as to PostgreSQL.
+    pub fn client_port(&self) -> u16 {
+        self.client_port
+    }
+
+    /// Stops both halves with SIGTERM (they drain and write their final stats) and returns the
+    /// client's and the server's stats.
+    pub fn stop(mut self) -> Result<(HalfStats, HalfStats)> {
+        // Both are stopped even when the first refuses to go quietly.
+        let client = stop_half("client", self.client.take());
+        let server = stop_half("server", self.server.take());
+        let read = |name: &str| -> Result<HalfStats> {
+            let path = self.dir.path().join(name);
+            let text =
+                std::fs::read_to_string(&path).io(|| format!("reading {}", path.display()))?;
+            serde_json::from_str(&text).map_err(|e| Error::Tunnel {
+                what: format!("the stats file {}", path.display()),
+                reason: e.to_string(),
+            })
+        };
+        client?;
+        server?;
+        Ok((read("client.json")?, read("server.json")?))
+    }
+}
+
+/// SIGTERM, then wait for a clean exit.
+fn stop_half(what: &str, child: Option<Child>) -> Result<()> {
+    let Some(mut child) = child else {
+        return Ok(());
+    };
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+    let deadline = std::time::Instant::now() + STOP_TIMEOUT;
+    loop {
+        match child
+            .try_wait()
+            .io(|| format!("waiting for the tunnel's {what} half"))?
+        {
+            Some(status) if status.success() => return Ok(()),
+            Some(status) => {
+                return Err(Error::Tunnel {
+                    what: format!("the tunnel's {what} half"),
+                    reason: format!("exited with {status} after SIGTERM"),
+                })
+            }
+            None if std::time::Instant::now() > deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(Error::Tunnel {
+                    what: format!("the tunnel's {what} half"),
+                    reason: format!("still running {} s after SIGTERM", STOP_TIMEOUT.as_secs()),
+                });
+            }
+            None => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        for child in [self.client.take(), self.server.take()]
+            .into_iter()
+            .flatten()
+        {
+            let mut child = child;
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
