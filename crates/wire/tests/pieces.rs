@@ -154,3 +154,63 @@ fn first_piece_carries_the_checked_length_and_a_cut_stream_is_an_error() {
     huge.extend_from_slice(&(2_000_000_000u32).to_be_bytes());
     assert!(f.poll_piece(&huge).is_err());
 }
+
+#[test]
+fn a_long_query_crosses_the_link_in_both_framings() {
+    // A multi-megabyte INSERT with its value as a literal: one Query message, compressible.
+    let value: String = (0..3 * 1024 * 1024 + 5)
+        .map(|i| char::from(b'a' + ((i * 31 + i / 7) % 26) as u8))
+        .collect();
+    let mut stream = startup(0, &[("user", "alice"), ("database", "shop")]);
+    let session_start = stream.len();
+    stream.extend(typed(
+        b'Q',
+        &cstr(&format!("INSERT INTO big VALUES (1, '{value}')")),
+    ));
+    stream.extend(typed(b'Q', &cstr("SELECT 1")));
+    let f2b = Direction::FrontendToBackend;
+    for spec in ["none", "lz4", "zstd:1"] {
+        for whole_max in [16 * 1024, 64 * 1024 * 1024] {
+            let mut enc = LinkEncoder::new(f2b, SenderConfig::new(parse_spec(spec).expect("spec")))
+                .expect("encoder");
+            let mut framer = Framer::new(f2b).with_whole_max(whole_max);
+            let mut rest = &stream[..];
+            while let Some(p) = framer.poll_piece(rest).expect("valid") {
+                enc.push_piece(&p).expect("push");
+                rest = &rest[p.bytes.len()..];
+                if !enc.is_ready() && stream.len() - rest.len() == session_start {
+                    // The startup packet has gone: the other direction saw ReadyForQuery.
+                    enc.session_ready();
+                }
+            }
+            enc.flush().expect("flush");
+            assert!(rest.is_empty());
+            let link = enc.output().to_vec();
+            let mut dec = LinkDecoder::new(f2b, parse_spec(spec).expect("spec")).expect("decoder");
+            dec.session_ready();
+            let mut out = Vec::new();
+            let mut at = 0;
+            // Feed the link as a socket would: up to 64 KiB at a time.
+            let mut buf = Vec::new();
+            while at < link.len() || !buf.is_empty() {
+                let n = (link.len() - at).min(65536);
+                buf.extend_from_slice(&link[at..at + n]);
+                at += n;
+                let mut used = 0;
+                while let Some(d) = dec.decode(&buf[used..], &mut out).expect("valid link") {
+                    used += d.consumed;
+                }
+                buf.drain(..used);
+                if n == 0 {
+                    break;
+                }
+            }
+            assert!(buf.is_empty(), "{spec}/{whole_max}: {} link bytes left", buf.len());
+            assert_eq!(out.len(), stream.len(), "{spec}/{whole_max}");
+            assert!(out == stream, "{spec}/{whole_max}: bytes differ");
+            if spec != "none" {
+                assert!(enc.counters().chunks > 0, "{spec}/{whole_max}: nothing compressed");
+            }
+        }
+    }
+}
