@@ -9,6 +9,7 @@ mod archive;
 mod args;
 mod bench;
 mod demo;
+mod logical;
 mod output;
 mod walcmd;
 
@@ -23,6 +24,7 @@ fn main() -> ExitCode {
         args::Command::Demo(d) => demo::run(d),
         args::Command::Bench(b) => bench::run(b),
         args::Command::Archive(a) => archive::run(a),
+        args::Command::Logical(l) => logical::run(l),
     };
     match result {
         Ok(code) => code,

@@ -1,5 +1,7 @@
 //! Logical replication for pgcompress: a sans-IO decoder of PostgreSQL's `pgoutput` messages
-//! (protocol versions 1 to 4) and of the replication CopyData wrappers around them.
+//! (protocol versions 1 to 4) and of the replication CopyData wrappers around them, and the
+//! [`Assembler`] that turns a session's messages into committed transactions, holding streamed
+//! (in-progress) transactions in memory up to a limit and then in compressed [`spill`] files.
 //!
 //! The formats mirror `src/include/replication/logicalproto.h` and the "Logical Replication
 //! Message Formats" and "Streaming Replication Protocol" sections of `doc/src/sgml/protocol.sgml`.
@@ -18,12 +20,14 @@
 #![deny(missing_docs)]
 
 pub mod assemble;
+pub mod conn;
 pub mod copy;
 mod decoder;
 pub mod dml;
 mod error;
 mod lsn;
 pub mod message;
+pub mod output;
 mod reader;
 pub mod schema;
 pub mod spill;

@@ -32,7 +32,6 @@ fn run(a: &mut Assembler, msgs: &[Vec<u8>]) -> Replayed {
         match a.push(lsn(i as u64 + 1), m).expect("push") {
             Some(Ready::Txn(mut t)) => out.push((t.xid, drain(&mut t))),
             Some(Ready::NonTransactional(_)) | None => {}
-            Some(_) => panic!("unexpected ready"),
         }
     }
     out
@@ -338,6 +337,14 @@ fn protocol_violations_name_the_lsn() {
             ..
         })
     ));
+    let mut c = Assembler::new(config(dir.path(), 1 << 20, "lz4"), V2).expect("new");
+    assert!(matches!(
+        c.push(lsn(0x60), &stream_start(5, false)),
+        Err(AssembleError::Protocol {
+            violation: Violation::UnknownStream { xid: 5 },
+            ..
+        })
+    ));
     let mut b = Assembler::new(config(dir.path(), 1 << 20, "lz4"), V2).expect("new");
     b.push(lsn(1), &stream_start(4, true)).expect("start");
     assert!(matches!(
@@ -435,6 +442,11 @@ fn a_flipped_byte_is_corrupt_with_path_and_offset() {
                 other => panic!("{spec}: {other}"),
             }
             assert!(err.to_string().contains(&path.display().to_string()));
+            // The replay stays stopped: nothing after a bad record comes out.
+            assert!(matches!(
+                t.next_payload(&mut buf),
+                Err(AssembleError::Corrupt { .. })
+            ));
             at += step;
         }
     }
@@ -488,4 +500,13 @@ fn incompressible_changes_are_stored_raw() {
     assert_eq!(s.raw_bytes, raw);
     // Headers only: 13 bytes a record, 2 a change, the file header.
     assert!(s.disk_bytes <= raw + raw / 100, "{s:?}");
+}
+
+#[test]
+fn assembler_and_transactions_can_move_to_another_thread() {
+    fn send<T: Send>() {}
+    send::<Assembler>();
+    send::<CommittedTxn>();
+    send::<Ready>();
+    send::<AssembleError>();
 }

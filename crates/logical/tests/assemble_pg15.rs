@@ -168,7 +168,6 @@ fn assemble(rows: &[(Lsn, Vec<u8>)], streaming: Streaming, spec: &str, work_mem:
                 });
             }
             Some(Ready::NonTransactional(m)) => run.non_transactional.push(m),
-            Some(_) => panic!("unexpected ready"),
             None => {}
         }
         assert!(a.stats().memory_bytes <= work_mem as u64);

@@ -83,8 +83,8 @@ impl Session {
                 }
                 Some((t.xid, out))
             }
+            Some(Ready::NonTransactional(m)) => panic!("no such message was sent: {m:?}"),
             None => None,
-            Some(_) => panic!("unexpected ready"),
         }
     }
 

@@ -16,7 +16,9 @@ enum Disk {
     /// Being read.
     Reading(FileGuard, Box<SpillReader<BufReader<File>>>),
     /// Read to its end (the file stays until the transaction is dropped).
-    Done(#[allow(dead_code)] FileGuard),
+    Done(FileGuard),
+    /// Stopped at a bad record at this offset: the replay cannot go on.
+    Failed(FileGuard, u64),
     /// The transaction never spilled.
     None,
 }
@@ -120,10 +122,23 @@ impl CommittedTxn {
                             self.disk = Disk::Done(guard);
                         }
                         Err(e) => {
-                            self.disk = Disk::Done(guard);
+                            let at = match &e {
+                                AssembleError::Corrupt { offset, .. } => *offset,
+                                _ => reader.offset(),
+                            };
+                            self.disk = Disk::Failed(guard, at);
                             return Err(e);
                         }
                     }
+                }
+                Disk::Failed(guard, at) => {
+                    let e = AssembleError::Corrupt {
+                        path: guard.path().to_path_buf(),
+                        offset: at,
+                        reason: "the replay already stopped at this bad record".into(),
+                    };
+                    self.disk = Disk::Failed(guard, at);
+                    return Err(e);
                 }
                 other => {
                     self.disk = other;
@@ -152,7 +167,7 @@ impl CommittedTxn {
 
     fn count_mismatch(&self) -> AssembleError {
         let (path, offset) = match &self.disk {
-            Disk::Done(g) | Disk::Unread(g) | Disk::Reading(g, _) => {
+            Disk::Done(g) | Disk::Unread(g) | Disk::Reading(g, _) | Disk::Failed(g, _) => {
                 (g.path().to_path_buf(), g.len())
             }
             Disk::None => (std::path::PathBuf::from("(memory)"), 0),

@@ -87,6 +87,12 @@ pub enum Violation {
         /// The xid of the open block.
         open: u32,
     },
+    /// A Stream Start that continues (`first_segment` = 0) a transaction this session never
+    /// saw begin: its earlier changes are missing.
+    UnknownStream {
+        /// The transaction.
+        xid: u32,
+    },
     /// Two-phase commit messages (slot created with `two_phase`) are not assembled.
     TwoPhase {
         /// Its tag.
@@ -113,6 +119,10 @@ impl fmt::Display for Violation {
             Violation::EndInsideBlock { open } => write!(
                 f,
                 "Stream Commit or Abort inside the open streamed block of xid {open}"
+            ),
+            Violation::UnknownStream { xid } => write!(
+                f,
+                "Stream Start continues transaction {xid}, whose first block this session never received"
             ),
             Violation::TwoPhase { tag } => write!(
                 f,

@@ -73,7 +73,6 @@ impl AssemblerConfig {
 
 /// What became ready after a message.
 #[derive(Debug)]
-#[non_exhaustive]
 pub enum Ready {
     /// A transaction committed (Commit or Stream Commit); consume it before the next push.
     Txn(CommittedTxn),
@@ -82,6 +81,28 @@ pub enum Ready {
 }
 
 /// Assembles the transactions of one replication session.
+///
+/// ```
+/// use logical::{Assembler, AssemblerConfig, Decoder, Lsn, Message, Options, Ready, Streaming};
+/// let dir = tempfile::tempdir().unwrap();
+/// let options = Options { proto_version: 2, streaming: Streaming::On };
+/// let mut a = Assembler::new(AssemblerConfig::new(dir.path()), options).unwrap();
+/// // Stream Start (xid 7, first segment), Truncate of relation 16384 by subxid 7, Stream Stop.
+/// a.push(Lsn(0x100), &[b'S', 0, 0, 0, 7, 1]).unwrap();
+/// a.push(Lsn(0x108), &[b'T', 0, 0, 0, 7, 0, 0, 0, 1, 0, 0, 0, 0x40, 0]).unwrap();
+/// a.push(Lsn(0x110), &[b'E']).unwrap();
+/// // Stream Commit of xid 7: the transaction comes back, its changes replayed in order.
+/// let mut commit = vec![b'c', 0, 0, 0, 7, 0];
+/// commit.extend(0x200u64.to_be_bytes()); // commit LSN
+/// commit.extend(0x208u64.to_be_bytes()); // end LSN
+/// commit.extend(0i64.to_be_bytes()); // commit time
+/// let Some(Ready::Txn(mut txn)) = a.push(Lsn(0x200), &commit).unwrap() else { panic!() };
+/// let mut dec = Decoder::new(options).unwrap();
+/// let mut buf = Vec::new();
+/// assert!(txn.next_payload(&mut buf).unwrap());
+/// assert!(matches!(txn.decode(&mut dec, &buf), Ok(Message::Truncate(t)) if t.relids == [0x4000]));
+/// assert!(!txn.next_payload(&mut buf).unwrap());
+/// ```
 pub struct Assembler {
     config: AssemblerConfig,
     decoder: Decoder,
@@ -205,8 +226,10 @@ impl Assembler {
                 }
                 if s.first_segment {
                     self.drop_txn(s.xid);
+                    self.txns.insert(s.xid, Txn::new(s.xid));
+                } else if !self.txns.contains_key(&s.xid) {
+                    return Err(violation(Violation::UnknownStream { xid: s.xid }));
                 }
-                self.txns.entry(s.xid).or_insert_with(|| Txn::new(s.xid));
                 Ok(None)
             }
             Message::StreamStop => Ok(None),
@@ -277,8 +300,7 @@ impl Assembler {
         let t = self
             .txns
             .entry(xid)
-            // A block's Stream Start always made the entry; this covers a caller that fed a
-            // session from the middle of a block.
+            // Begin and Stream Start made the entry; never reached otherwise.
             .or_insert_with(|| Txn::new(xid));
         let before = t.tail.len();
         t.push(subxid, payload);

@@ -5,7 +5,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What one committed transaction cost.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
 pub struct TxnStats {
     /// Payload bytes of its surviving changes (what pgoutput sent for them).
     pub raw_bytes: u64,
@@ -19,7 +18,6 @@ pub struct TxnStats {
 
 /// Totals of an [`crate::Assembler`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
 pub struct SpillStats {
     /// Payload bytes of every stored message received, cumulative.
     pub received_bytes: u64,

@@ -91,15 +91,6 @@ impl SpillWriter {
         xid: u32,
         counters: Arc<Counters>,
     ) -> Result<SpillWriter, AssembleError> {
-        let block = match spec.method {
-            Method::None => None,
-            _ => Some(
-                BlockCompressor::new(&spec).map_err(|source| AssembleError::Compress {
-                    path: path.clone(),
-                    source,
-                })?,
-            ),
-        };
         let mut file = OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -121,7 +112,7 @@ impl SpillWriter {
             guard,
             file,
             spec,
-            block,
+            block: None,
             frame: None,
             stored: Vec::new(),
         })
@@ -179,6 +170,10 @@ impl SpillWriter {
     }
 
     fn one_shot(&mut self, raw: &[u8]) -> Result<(), AssembleError> {
+        // Made on first use: a zstd context is megabytes, and most files never need one.
+        if self.block.is_none() {
+            self.block = Some(BlockCompressor::new(&self.spec).map_err(self.compress_err())?);
+        }
         let mut stored = std::mem::take(&mut self.stored);
         let r = match self.block.as_mut() {
             Some(b) => b.compress(raw, &mut stored).map_err(self.compress_err()),
@@ -254,15 +249,15 @@ impl SpillWriter {
         raw: &[u8],
     ) -> Result<(), AssembleError> {
         let body = stored.unwrap_or(raw);
-        let header = RecordHeader::new(strategy, body.len(), raw).ok_or_else(|| {
-            AssembleError::Compress {
+        let header = RecordHeader::new(strategy, body.len(), raw)
+            .filter(|_| raw.len() <= super::MAX_RECORD_RAW)
+            .ok_or_else(|| AssembleError::Compress {
                 path: self.guard.path.clone(),
                 source: codec::CodecError::InputTooLarge {
                     method: self.spec.method,
                     len: raw.len(),
                 },
-            }
-        })?;
+            })?;
         self.file
             .write_all(&header.encode())
             .and_then(|()| self.file.write_all(body))

@@ -1,0 +1,133 @@
+//! Arguments of `pgcompress logical ...`.
+
+use clap::{Args, Subcommand};
+use codec::Spec;
+use std::path::PathBuf;
+
+use super::archive::parse_spec;
+
+/// `pgcompress logical recv --help` examples and the exactly-once contract.
+pub const RECV_HELP: &str = "Examples:\n  \
+pgcompress logical recv --dbname 'host=/var/run/postgresql dbname=shop' --slot cdc --publication shop_pub \\\n      \
+--create-slot --if-not-exists -o /data/cdc/shop.jsonl\n  \
+pgcompress logical recv --dbname postgresql://repl@db1/shop --slot cdc --publication orders,customers \\\n      \
+--spill-dir /fast/spill --spill-compression zstd:1 --work-mem 256MB -o - | jq .\n  \
+PGPASSWORD=... pgcompress logical recv -d 'host=db1 user=repl dbname=shop' --slot cdc --publication p \\\n      \
+-o out.jsonl --stop-at-lsn 0/3000000 --json\n\n\
+The role needs the REPLICATION attribute (or superuser), the server wal_level = logical, and the \
+publications must exist (CREATE PUBLICATION p FOR TABLE ...). Large transactions are streamed by the \
+server while in progress and held here, in memory up to --work-mem and then in compressed spill files \
+under --spill-dir, until they commit.\n\n\
+Output: one JSON object per change, in commit order (wal2json format 2 style): action I/U/D/T/M, xid, \
+lsn (the commit LSN), timestamp, schema, table, columns [{name,type,value}], identity for updates and \
+deletes; B and C lines with --begin-commit.\n\n\
+Exactly once (-o FILE): each transaction is appended and fsynced (or every --fsync-interval seconds) and \
+FILE.state records the durable offset and last commit LSN; only then is the LSN confirmed to the server. \
+After a crash, a restart with the same -o cuts any torn tail and skips transactions already written. \
+SIGINT/SIGTERM make it finish durably and exit 0. With -o - nothing is kept across restarts.\n\n\
+Exit status: 0 done (signal, --stop-at-lsn, --idle-exit, or the server ended the stream); 2 error.";
+
+#[derive(Subcommand, Debug)]
+pub enum LogicalCommand {
+    /// Consume a logical replication slot (pgoutput) and write committed changes as JSON lines.
+    #[command(after_help = RECV_HELP)]
+    Recv(RecvArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct RecvArgs {
+    /// Connection: libpq key=value string or postgresql:// URI; PGHOST, PGPORT, PGUSER,
+    /// PGDATABASE, PGPASSWORD and PGPASSFILE fill what it leaves out.
+    #[arg(short = 'd', long, value_name = "CONNINFO", default_value = "")]
+    pub dbname: String,
+    /// The logical replication slot (pgoutput).
+    #[arg(short = 'S', long, value_name = "NAME")]
+    pub slot: String,
+    /// Publication(s) to receive, comma-separated.
+    #[arg(
+        long,
+        value_name = "NAME[,NAME]",
+        value_delimiter = ',',
+        required = true
+    )]
+    pub publication: Vec<String>,
+    /// Create the slot first (pgoutput).
+    #[arg(long)]
+    pub create_slot: bool,
+    /// With --create-slot: an existing slot of that name is fine.
+    #[arg(long, requires = "create_slot")]
+    pub if_not_exists: bool,
+    /// Start position (the server starts at the later of this and the slot's confirmed LSN).
+    #[arg(long, value_name = "LSN", value_parser = parse_lsn)]
+    pub start: Option<logical::Lsn>,
+    /// Directory for spill files of large in-progress transactions [default: beside -o, or the
+    /// system temp directory].
+    #[arg(long, value_name = "DIR")]
+    pub spill_dir: Option<PathBuf>,
+    /// Compression of spill files: lz4, zstd[:N], pglz or none.
+    #[arg(long, value_name = "SPEC", default_value = "lz4", value_parser = parse_spec)]
+    pub spill_compression: Spec,
+    /// Memory for in-progress transactions before they spill (kB, MB, GB).
+    #[arg(long, value_name = "SIZE", default_value = "64MB", value_parser = parse_size)]
+    pub work_mem: usize,
+    /// Output file, or - for standard output.
+    #[arg(short = 'o', long, value_name = "FILE", default_value = "-")]
+    pub output: String,
+    /// Seconds between fsyncs; 0 fsyncs after every transaction.
+    #[arg(long, value_name = "S", default_value_t = 0.0)]
+    pub fsync_interval: f64,
+    /// Seconds between status updates to the server (and whenever it asks).
+    #[arg(long, value_name = "S", default_value_t = 10.0)]
+    pub status_interval: f64,
+    /// Also write a B line before and a C line after each transaction.
+    #[arg(long)]
+    pub begin_commit: bool,
+    /// Exit once the server has sent WAL up to LSN and every transaction before it is written.
+    #[arg(long, value_name = "LSN", value_parser = parse_lsn)]
+    pub stop_at_lsn: Option<logical::Lsn>,
+    /// Exit after S seconds without any data from the server.
+    #[arg(long, value_name = "S")]
+    pub idle_exit: Option<f64>,
+    /// Print a JSON summary at exit (to stdout, or stderr when the output is stdout).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// An LSN in PostgreSQL's `X/X` form.
+pub fn parse_lsn(s: &str) -> Result<logical::Lsn, String> {
+    logical::Lsn::parse(s).ok_or_else(|| format!("\"{s}\" is not an LSN like 0/16B3748"))
+}
+
+/// A size with PostgreSQL's units (`64kB`, `64MB`, `1GB`; a bare number is bytes).
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: usize = num
+        .parse()
+        .map_err(|_| format!("\"{s}\" is not a size like 64MB"))?;
+    let mul: usize = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" | "kib" | "k" => 1 << 10,
+        "mb" | "mib" | "m" => 1 << 20,
+        "gb" | "gib" | "g" => 1 << 30,
+        "tb" | "tib" | "t" => 1 << 40,
+        _ => return Err(format!("\"{s}\": unknown unit (use kB, MB, GB or TB)")),
+    };
+    n.checked_mul(mul)
+        .ok_or_else(|| format!("\"{s}\" is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("64MB"), Ok(64 << 20));
+        assert_eq!(parse_size("64kB"), Ok(64 << 10));
+        assert_eq!(parse_size("100"), Ok(100));
+        assert!(parse_size("1XB").is_err());
+        assert!(parse_size("MB").is_err());
+    }
+}

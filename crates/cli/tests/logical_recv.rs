@@ -1,0 +1,344 @@
+//! `pgcompress logical recv` against a real PostgreSQL: what it writes equals, change for
+//! change, the server's own decoding (test_decoding through pg_logical_slot_peek_changes) of
+//! a slot created at the same position, with logical_decoding_work_mem at its 64kB minimum
+//! (large transactions stream, and our --work-mem of 64kB makes them spill here) and at the
+//! default (the server sends them whole at commit).
+
+mod logical_support;
+
+use logical_support::{
+    assert_same, cluster, has_wal2json, ours, recv, test_decoding, w2j_normalise, wal2json,
+};
+use pgtest::Cluster;
+use std::thread;
+
+const SCHEMA: &str = "
+CREATE TABLE kinds (
+  id int PRIMARY KEY, i2 int2, i8 int8, num numeric(12,3), f4 real, f8 float8, b bool,
+  t text, vc varchar(20), ch char(5), d date, tm time, tz timetz, ts timestamp(3),
+  tstz timestamptz, iv interval, ba bytea, u uuid, j json, jb jsonb, ai int[], at text[]);
+CREATE TABLE full_t (a int, b text, big text);
+ALTER TABLE full_t REPLICA IDENTITY FULL;
+CREATE TABLE bulk (id int PRIMARY KEY, payload text);
+CREATE TABLE toasty (id int PRIMARY KEY, n int, doc text);
+ALTER TABLE toasty ALTER COLUMN doc SET STORAGE EXTERNAL;
+CREATE TABLE gone (x int);
+CREATE PUBLICATION p FOR ALL TABLES;
+";
+
+const WORKLOAD: &str = "
+INSERT INTO kinds VALUES (1, -2, 9000000000, 123456.789, 1.5, -0.25, true, 'it''s \"q\" \\ tab	nl
+x', 'short', 'ab', '2024-02-29', '12:34:56', '01:02:03+04', '2024-01-02 03:04:05.678',
+  '2024-01-02 03:04:05+00', '1 day 02:00:00', '\\x00ff10', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11',
+  '{\"k\": [1, 2]}', '{\"z\": 1, \"a\": null}', '{1,NULL,3}', '{\"a b\",c}');
+INSERT INTO kinds (id) VALUES (2);
+UPDATE kinds SET t = 'changed', vc = NULL WHERE id = 1;
+UPDATE kinds SET id = 3 WHERE id = 2;
+DELETE FROM kinds WHERE id = 3;
+INSERT INTO full_t VALUES (1, 'one', NULL), (2, 'two', repeat('x', 10));
+UPDATE full_t SET b = 'uno' WHERE a = 1;
+DELETE FROM full_t WHERE a = 2;
+INSERT INTO toasty SELECT 1, 0, string_agg(md5(g::text), '') FROM generate_series(1, 300) g;
+UPDATE toasty SET n = 1 WHERE id = 1;
+BEGIN;
+INSERT INTO bulk SELECT g, 'row ' || g FROM generate_series(1, 3000) g;
+SAVEPOINT s1;
+INSERT INTO bulk SELECT g, 'rolled back ' || g FROM generate_series(3001, 5000) g;
+ROLLBACK TO s1;
+SAVEPOINT s2;
+UPDATE bulk SET payload = payload || ' kept' WHERE id <= 1500;
+RELEASE s2;
+SELECT pg_logical_emit_message(true, 'pfx', 'in a big transaction');
+COMMIT;
+BEGIN;
+INSERT INTO bulk SELECT g, 'aborted ' || g FROM generate_series(10001, 14000) g;
+ROLLBACK;
+INSERT INTO gone VALUES (1), (2);
+TRUNCATE gone, full_t;
+";
+
+/// Two large transactions in two sessions at once, so their streams interleave.
+fn interleaved(cluster: &Cluster) {
+    let sessions: Vec<_> = (0..2)
+        .map(|s| {
+            let sql = format!(
+                "BEGIN;
+                 INSERT INTO bulk SELECT g, 'session {s} a' FROM generate_series({a}, {b}) g;
+                 SELECT pg_sleep(0.3);
+                 INSERT INTO bulk SELECT g, 'session {s} b' FROM generate_series({c}, {d}) g;
+                 SELECT pg_sleep(0.3);
+                 DELETE FROM bulk WHERE id BETWEEN {a} AND {a} + 99;
+                 COMMIT;",
+                a = 20_000 + s * 10_000,
+                b = 21_999 + s * 10_000,
+                c = 22_000 + s * 10_000,
+                d = 23_999 + s * 10_000,
+            );
+            let conninfo = cluster.conninfo();
+            let psql = cluster.install().bin("psql");
+            thread::spawn(move || {
+                let mut cmd = std::process::Command::new(psql);
+                cmd.args([
+                    "-X",
+                    "-q",
+                    "-v",
+                    "ON_ERROR_STOP=1",
+                    "-d",
+                    &conninfo,
+                    "-c",
+                    &sql,
+                ]);
+                let out = pgtest::run(&mut cmd).expect("psql session");
+                assert!(out.status.success());
+            })
+        })
+        .collect();
+    for s in sessions {
+        s.join().expect("session thread");
+    }
+}
+
+fn run_case(server_work_mem: Option<&str>, our_work_mem: &str, spill: &str) {
+    let cluster = cluster(server_work_mem);
+    cluster.psql(SCHEMA).expect("schema");
+    cluster
+        .psql(
+            "SELECT pg_create_logical_replication_slot('ours', 'pgoutput');
+             SELECT pg_create_logical_replication_slot('td', 'test_decoding');",
+        )
+        .expect("slots");
+    let w2j = has_wal2json(&cluster);
+    if w2j {
+        cluster
+            .psql("SELECT pg_create_logical_replication_slot('w2j', 'wal2json');")
+            .expect("wal2json slot");
+    } else {
+        eprintln!("wal2json is not installed: comparing with test_decoding only");
+    }
+    cluster.psql(WORKLOAD).expect("workload");
+    interleaved(&cluster);
+    let stop = cluster.current_wal_lsn().expect("lsn");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out.jsonl");
+    let o = recv(
+        &cluster,
+        "ours",
+        &out,
+        &stop,
+        &[
+            "--work-mem",
+            our_work_mem,
+            "--spill-compression",
+            spill,
+            "--begin-commit",
+        ],
+    );
+    let summary: serde_json::Value =
+        serde_json::from_slice(&o.stdout).expect("--json summary on stdout");
+    let ours_all = ours(&out);
+    let mine: Vec<_> = ours_all.iter().map(|(c, _)| c.clone()).collect();
+    let theirs = test_decoding(&cluster, "td");
+    assert!(
+        theirs.len() > 10_000,
+        "workload too small: {}",
+        theirs.len()
+    );
+    assert_same(&mine, &theirs);
+    if w2j {
+        // Line for line, Begin and Commit included, with wal2json format 2.
+        let text = std::fs::read_to_string(&out).expect("output");
+        let ours_lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("json"))
+            .collect();
+        let theirs = wal2json(&cluster, "w2j");
+        for (i, (a, b)) in ours_lines.iter().zip(&theirs).enumerate() {
+            assert_eq!(
+                w2j_normalise(a.clone(), true),
+                w2j_normalise(b.clone(), false),
+                "line {i} differs (ours left, wal2json right)"
+            );
+        }
+        assert_eq!(ours_lines.len(), theirs.len());
+        // Same key order as wal2json, for readers that compare text.
+        assert!(
+            text.starts_with(r#"{"action":"B","xid":"#),
+            "{}",
+            &text[..80]
+        );
+    }
+    // The workload reached every path it was written for.
+    for action in ["I", "U", "D", "T", "M"] {
+        assert!(
+            mine.iter().any(|c| c.action == action),
+            "no {action} change"
+        );
+    }
+    assert!(mine
+        .iter()
+        .any(|c| c.action == "U" && c.table == "public.kinds" && !c.identity.is_empty()));
+    assert!(mine
+        .iter()
+        .any(|c| c.action == "D" && c.table == "public.full_t" && c.identity.len() == 3));
+    assert!(!mine.iter().any(|c| c.columns.iter().any(|(_, v)| v
+        .as_deref()
+        .is_some_and(|v| v.starts_with("aborted") || v.starts_with("rolled back")))));
+
+    // Types and JSON shapes that test_decoding cannot show.
+    let first = &ours_all[0].1;
+    assert!(first.get("timestamp").is_some() && first.get("xid").is_some());
+    assert_eq!(first["action"], "I");
+    let cols = first["columns"].as_array().expect("columns");
+    let ty = |n: &str| {
+        cols.iter()
+            .find(|c| c["name"] == n)
+            .map(|c| (c["type"].clone(), c["value"].clone()))
+            .expect("column")
+    };
+    assert_eq!(ty("id"), ("integer".into(), 1.into()));
+    assert_eq!(ty("b"), ("boolean".into(), true.into()));
+    assert_eq!(ty("vc").0, "character varying(20)");
+    assert_eq!(ty("num").0, "numeric(12,3)");
+    assert_eq!(ty("ts").0, "timestamp(3) without time zone");
+    assert_eq!(ty("ai"), ("integer[]".into(), "{1,NULL,3}".into()));
+    assert_eq!(ty("jb").0, "jsonb");
+    // Commit LSNs never go backwards: transactions are in commit order.
+    let lsns: Vec<u64> = ours_all
+        .iter()
+        .map(|(_, v)| {
+            logical::Lsn::parse(v["lsn"].as_str().expect("lsn"))
+                .expect("lsn")
+                .0
+        })
+        .collect();
+    assert!(lsns.windows(2).all(|w| w[0] <= w[1]));
+    assert_eq!(summary["reason"], "reached --stop-at-lsn");
+    assert!(summary["transactions"].as_u64().unwrap_or(0) >= 10);
+    if server_work_mem.is_some() {
+        let streamed = cluster
+            .query_one("SELECT stream_txns FROM pg_stat_replication_slots WHERE slot_name = 'ours'")
+            .expect("slot stats");
+        assert_ne!(
+            streamed, "0",
+            "the server streamed nothing: the test lost its point"
+        );
+    }
+    if our_work_mem == "64kB" {
+        let raw = summary["spill_raw_bytes"].as_u64().unwrap_or(0);
+        let disk = summary["spill_disk_bytes"].as_u64().unwrap_or(0);
+        assert!(raw > 100_000, "nothing spilled: {summary}");
+        assert!(
+            disk < raw / 2,
+            "lz4 spill of this workload should halve it: {summary}"
+        );
+    }
+}
+
+#[test]
+fn same_changes_as_test_decoding_when_streaming_and_spilling() {
+    run_case(Some("64kB"), "64kB", "lz4");
+}
+
+#[test]
+fn same_changes_as_test_decoding_at_default_work_mem() {
+    run_case(None, "64MB", "zstd:1");
+}
+
+/// --create-slot, SIGTERM (exit 0 with everything durable), a restart with --if-not-exists
+/// that writes nothing twice, and `-o -`.
+#[test]
+fn sigterm_finishes_durably_and_a_restart_continues() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    let cluster = cluster(None);
+    cluster
+        .psql("CREATE TABLE t (id int PRIMARY KEY, v text); CREATE PUBLICATION p FOR TABLE t;")
+        .expect("schema");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out.jsonl");
+    let args = |extra: &[&str]| {
+        let mut cmd = logical_support::pgcompress();
+        cmd.args(["logical", "recv", "-d", &cluster.conninfo(), "--slot", "s"])
+            .args([
+                "--publication",
+                "p",
+                "--create-slot",
+                "--if-not-exists",
+                "-o",
+            ])
+            .arg(&out)
+            .args(extra);
+        cmd
+    };
+    let child = args(&["--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // The slot exists once the command has started replication.
+    cluster
+        .wait_until("the slot to be active", Duration::from_secs(30), || {
+            Ok(cluster.query_one("SELECT count(*) FROM pg_replication_slots WHERE active")? == "1")
+        })
+        .expect("slot active");
+    cluster
+        .psql("INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 100) g;")
+        .expect("insert");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(&out)
+        .unwrap_or_default()
+        .lines()
+        .count()
+        < 100
+    {
+        assert!(Instant::now() < deadline, "rows never arrived");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill -TERM");
+    assert!(term.success());
+    let o = child.wait_with_output().expect("exit");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).expect("summary");
+    assert_eq!(summary["reason"], "signal");
+    assert_eq!(summary["transactions"], 1);
+    let len = std::fs::metadata(&out).expect("out").len();
+    let state = std::fs::read_to_string(dir.path().join("out.jsonl.state")).expect("state");
+    assert!(state.contains(&format!("offset {len}\n")), "{state}");
+    // The server was told: the slot is confirmed past the transaction.
+    let confirmed = cluster
+        .query_one("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 's'")
+        .expect("confirmed");
+    assert_eq!(summary["flushed_lsn"].as_str(), Some(confirmed.as_str()));
+
+    cluster
+        .psql("UPDATE t SET v = 'w' WHERE id <= 10;")
+        .expect("update");
+    let stop = cluster.current_wal_lsn().expect("lsn");
+    let o = args(&["--stop-at-lsn", &stop]).output().expect("rerun");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows = ours(&out);
+    assert_eq!(rows.len(), 110, "100 inserts once, then 10 updates");
+    assert!(rows[100..].iter().all(|(c, _)| c.action == "U"));
+
+    // To standard output.
+    cluster
+        .psql(
+            "SELECT pg_create_logical_replication_slot('s2', 'pgoutput');
+             INSERT INTO t VALUES (1000, 'to stdout');",
+        )
+        .expect("slot s2");
+    let stop = cluster.current_wal_lsn().expect("lsn");
+    let o = logical_support::pgcompress()
+        .args(["logical", "recv", "-d", &cluster.conninfo(), "--slot", "s2"])
+        .args(["--publication", "p", "-o", "-", "--stop-at-lsn", &stop])
+        .output()
+        .expect("stdout run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).expect("utf-8");
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(text.contains(r#""value":"to stdout""#), "{text}");
+}

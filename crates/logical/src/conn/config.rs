@@ -1,0 +1,453 @@
+//! Connection settings as libpq takes them (`libpq.sgml` "Connection Strings" and
+//! "Environment Variables"): a `key=value` conninfo string or a `postgresql://` URI, with
+//! `PGHOST`, `PGPORT`, `PGUSER`, `PGDATABASE`, `PGPASSWORD` and `PGPASSFILE` filling what the
+//! string leaves out, and the password file (`~/.pgpass`) as the last resort for a password.
+
+use std::path::{Path, PathBuf};
+
+use super::ConnError;
+
+/// libpq's default Unix socket directory on Debian and Ubuntu builds (`DEFAULT_PGSOCKET_DIR`).
+pub const DEFAULT_SOCKET_DIR: &str = "/var/run/postgresql";
+/// PostgreSQL's default port.
+pub const DEFAULT_PORT: u16 = 5432;
+
+/// Where to connect: a TCP host or a Unix socket directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Host {
+    /// A host name or address, reached over TCP.
+    Tcp(String),
+    /// A directory holding the server's `.s.PGSQL.<port>` socket.
+    Unix(PathBuf),
+}
+
+/// Everything needed to open a connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnConfig {
+    /// Where the server is.
+    pub host: Host,
+    /// Its port (for Unix sockets, it names the socket file).
+    pub port: u16,
+    /// The role to log in as.
+    pub user: String,
+    /// The database (logical replication decodes one database).
+    pub dbname: String,
+    /// The password, when one was given or found in the password file.
+    pub password: Option<String>,
+    /// `application_name`, shown in `pg_stat_replication`.
+    pub application_name: String,
+}
+
+/// The environment a [`ConnConfig`] falls back on; [`Env::from_process`] reads the real one,
+/// tests build their own.
+#[derive(Debug, Clone, Default)]
+pub struct Env {
+    /// `PGHOST`
+    pub host: Option<String>,
+    /// `PGPORT`
+    pub port: Option<String>,
+    /// `PGUSER`
+    pub user: Option<String>,
+    /// `PGDATABASE`
+    pub dbname: Option<String>,
+    /// `PGPASSWORD`
+    pub password: Option<String>,
+    /// `PGPASSFILE`
+    pub passfile: Option<String>,
+    /// `PGAPPNAME`
+    pub application_name: Option<String>,
+    /// The login name (`USER`), libpq's default user.
+    pub os_user: Option<String>,
+    /// `HOME`, for `~/.pgpass`.
+    pub home: Option<String>,
+}
+
+impl Env {
+    /// The process environment.
+    pub fn from_process() -> Self {
+        let v = |k: &str| std::env::var(k).ok().filter(|s| !s.is_empty());
+        Env {
+            host: v("PGHOST"),
+            port: v("PGPORT"),
+            user: v("PGUSER"),
+            dbname: v("PGDATABASE"),
+            password: v("PGPASSWORD"),
+            passfile: v("PGPASSFILE"),
+            application_name: v("PGAPPNAME"),
+            os_user: v("USER").or_else(|| v("LOGNAME")),
+            home: v("HOME"),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Raw {
+    host: Option<String>,
+    port: Option<String>,
+    user: Option<String>,
+    dbname: Option<String>,
+    password: Option<String>,
+    passfile: Option<String>,
+    application_name: Option<String>,
+}
+
+impl Raw {
+    fn set(&mut self, key: &str, value: String) -> Result<(), ConnError> {
+        let slot = match key {
+            "host" | "hostaddr" => &mut self.host,
+            "port" => &mut self.port,
+            "user" => &mut self.user,
+            "dbname" => &mut self.dbname,
+            "password" => &mut self.password,
+            "passfile" => &mut self.passfile,
+            "application_name" => &mut self.application_name,
+            // Accepted and ignored: this client speaks plain TCP or Unix sockets only.
+            "connect_timeout" | "client_encoding" | "options" | "fallback_application_name"
+            | "keepalives" | "keepalives_idle" | "keepalives_interval" | "keepalives_count"
+            | "target_session_attrs" | "replication" => return Ok(()),
+            "sslmode" if matches!(value.as_str(), "disable" | "allow" | "prefer") => return Ok(()),
+            "sslmode" => {
+                return Err(ConnError::Config(format!(
+                    "sslmode={value}: this client has no TLS; use sslmode=disable or prefer, or a Unix socket"
+                )))
+            }
+            other => {
+                return Err(ConnError::Config(format!(
+                    "unknown connection option \"{other}\""
+                )))
+            }
+        };
+        *slot = Some(value);
+        Ok(())
+    }
+}
+
+impl ConnConfig {
+    /// Parses `conninfo` (empty, `key=value …`, or a `postgresql://` / `postgres://` URI) and
+    /// fills the gaps from `env` and the password file.
+    pub fn parse(conninfo: &str, env: &Env) -> Result<Self, ConnError> {
+        let s = conninfo.trim();
+        let raw = if s.starts_with("postgresql://") || s.starts_with("postgres://") {
+            parse_uri(s)?
+        } else {
+            parse_keywords(s)?
+        };
+        let host_s = raw
+            .host
+            .or_else(|| env.host.clone())
+            .unwrap_or_else(|| DEFAULT_SOCKET_DIR.to_owned());
+        let host = if host_s.starts_with('/') {
+            Host::Unix(PathBuf::from(&host_s))
+        } else {
+            Host::Tcp(host_s)
+        };
+        let port = match raw.port.or_else(|| env.port.clone()) {
+            None => DEFAULT_PORT,
+            Some(p) => p
+                .parse::<u16>()
+                .map_err(|_| ConnError::Config(format!("invalid port \"{p}\"")))?,
+        };
+        let user = raw
+            .user
+            .or_else(|| env.user.clone())
+            .or_else(|| env.os_user.clone())
+            .ok_or_else(|| ConnError::Config("no user name: give user= or set PGUSER".into()))?;
+        let dbname = raw
+            .dbname
+            .or_else(|| env.dbname.clone())
+            .unwrap_or_else(|| user.clone());
+        let mut config = ConnConfig {
+            host,
+            port,
+            user,
+            dbname,
+            password: raw.password.or_else(|| env.password.clone()),
+            application_name: raw
+                .application_name
+                .or_else(|| env.application_name.clone())
+                .unwrap_or_else(|| "pgcompress".to_owned()),
+        };
+        if config.password.is_none() {
+            let file = raw
+                .passfile
+                .or_else(|| env.passfile.clone())
+                .map(PathBuf::from)
+                .or_else(|| env.home.as_ref().map(|h| Path::new(h).join(".pgpass")));
+            if let Some(file) = file {
+                // A missing or unreadable password file is not an error, as in libpq.
+                if let Ok(text) = std::fs::read_to_string(&file) {
+                    config.password = config.passfile_lookup(&text);
+                }
+            }
+        }
+        Ok(config)
+    }
+
+    /// The password of the first matching `host:port:database:user:password` line
+    /// (`*` matches anything, `\` escapes `:` and `\`); Unix sockets match `localhost`.
+    pub fn passfile_lookup(&self, text: &str) -> Option<String> {
+        let host = match &self.host {
+            Host::Tcp(h) => h.as_str(),
+            Host::Unix(_) => "localhost",
+        };
+        let port = self.port.to_string();
+        let want = [
+            host,
+            port.as_str(),
+            self.dbname.as_str(),
+            self.user.as_str(),
+        ];
+        for line in text.lines() {
+            if line.starts_with('#') || line.trim().is_empty() {
+                continue;
+            }
+            let fields = split_passfile_line(line);
+            if fields.len() < 5 {
+                continue;
+            }
+            if want
+                .iter()
+                .zip(&fields)
+                .all(|(w, f)| f.as_str() == "*" || f.as_str() == *w)
+            {
+                return Some(fields[4].clone());
+            }
+        }
+        None
+    }
+
+    /// The socket file for a Unix host.
+    pub fn socket_path(&self) -> Option<PathBuf> {
+        match &self.host {
+            Host::Unix(dir) => Some(dir.join(format!(".s.PGSQL.{}", self.port))),
+            Host::Tcp(_) => None,
+        }
+    }
+}
+
+fn split_passfile_line(line: &str) -> Vec<String> {
+    let mut fields = Vec::new();
+    let mut cur = String::new();
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => cur.extend(chars.next()),
+            ':' if fields.len() < 4 => fields.push(std::mem::take(&mut cur)),
+            c => cur.push(c),
+        }
+    }
+    fields.push(cur);
+    fields
+}
+
+fn parse_keywords(s: &str) -> Result<Raw, ConnError> {
+    let mut raw = Raw::default();
+    let mut it = s.chars().peekable();
+    loop {
+        while it.peek().is_some_and(|c| c.is_whitespace()) {
+            it.next();
+        }
+        if it.peek().is_none() {
+            return Ok(raw);
+        }
+        let mut key = String::new();
+        while let Some(&c) = it.peek() {
+            if c == '=' || c.is_whitespace() {
+                break;
+            }
+            key.push(c);
+            it.next();
+        }
+        while it.peek().is_some_and(|c| c.is_whitespace()) {
+            it.next();
+        }
+        if it.next() != Some('=') {
+            return Err(ConnError::Config(format!(
+                "missing \"=\" after \"{key}\" in connection info string"
+            )));
+        }
+        while it.peek().is_some_and(|c| c.is_whitespace()) {
+            it.next();
+        }
+        let mut value = String::new();
+        if it.peek() == Some(&'\'') {
+            it.next();
+            loop {
+                match it.next() {
+                    None => {
+                        return Err(ConnError::Config(
+                            "unterminated quoted string in connection info string".into(),
+                        ))
+                    }
+                    Some('\\') => value.extend(it.next()),
+                    Some('\'') => break,
+                    Some(c) => value.push(c),
+                }
+            }
+        } else {
+            while let Some(&c) = it.peek() {
+                if c.is_whitespace() {
+                    break;
+                }
+                it.next();
+                if c == '\\' {
+                    value.extend(it.next());
+                } else {
+                    value.push(c);
+                }
+            }
+        }
+        raw.set(&key, value)?;
+    }
+}
+
+fn percent_decode(s: &str) -> Result<String, ConnError> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| ConnError::Config(format!("invalid percent-encoding in \"{s}\"")))?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| ConnError::Config(format!("\"{s}\" is not UTF-8")))
+}
+
+fn parse_uri(s: &str) -> Result<Raw, ConnError> {
+    let mut raw = Raw::default();
+    let rest = s.split_once("://").map_or("", |(_, r)| r);
+    let (main, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (authority, path) = main.split_once('/').unwrap_or((main, ""));
+    let hostport = match authority.rsplit_once('@') {
+        Some((userinfo, hp)) => {
+            let (u, p) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+            if !u.is_empty() {
+                raw.user = Some(percent_decode(u)?);
+            }
+            if userinfo.contains(':') {
+                raw.password = Some(percent_decode(p)?);
+            }
+            hp
+        }
+        None => authority,
+    };
+    let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
+        let (h, after) = v6
+            .split_once(']')
+            .ok_or_else(|| ConnError::Config(format!("unterminated IPv6 address in \"{s}\"")))?;
+        (h.to_owned(), after.strip_prefix(':').unwrap_or(""))
+    } else {
+        let (h, p) = hostport.split_once(':').unwrap_or((hostport, ""));
+        (percent_decode(h)?, p)
+    };
+    if !host.is_empty() {
+        raw.host = Some(host);
+    }
+    if !port.is_empty() {
+        raw.port = Some(port.to_owned());
+    }
+    if !path.is_empty() {
+        raw.dbname = Some(percent_decode(path)?);
+    }
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair
+            .split_once('=')
+            .ok_or_else(|| ConnError::Config(format!("URI parameter \"{pair}\" has no \"=\"")))?;
+        raw.set(&percent_decode(k)?, percent_decode(v)?)?;
+    }
+    Ok(raw)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env() -> Env {
+        Env {
+            os_user: Some("me".into()),
+            ..Env::default()
+        }
+    }
+
+    #[test]
+    fn keywords_with_quotes_and_defaults() {
+        let c = ConnConfig::parse(
+            "host=/tmp/s port = 6543 dbname='my db' password='a\\'b'",
+            &env(),
+        )
+        .unwrap();
+        assert_eq!(c.host, Host::Unix("/tmp/s".into()));
+        assert_eq!(c.port, 6543);
+        assert_eq!(c.user, "me");
+        assert_eq!(c.dbname, "my db");
+        assert_eq!(c.password.as_deref(), Some("a'b"));
+        assert_eq!(c.socket_path().unwrap(), Path::new("/tmp/s/.s.PGSQL.6543"));
+    }
+
+    #[test]
+    fn uri_with_everything() {
+        let c = ConnConfig::parse(
+            "postgresql://al%40x:p%3Aw@db.example:5433/sales?application_name=cdc",
+            &env(),
+        )
+        .unwrap();
+        assert_eq!(c.host, Host::Tcp("db.example".into()));
+        assert_eq!(c.port, 5433);
+        assert_eq!(c.user, "al@x");
+        assert_eq!(c.password.as_deref(), Some("p:w"));
+        assert_eq!(c.dbname, "sales");
+        assert_eq!(c.application_name, "cdc");
+        let c = ConnConfig::parse("postgres://[::1]:7/d?host=%2Ftmp", &env()).unwrap();
+        assert_eq!(c.host, Host::Unix("/tmp".into()));
+        assert_eq!(c.port, 7);
+    }
+
+    #[test]
+    fn environment_fills_gaps() {
+        let e = Env {
+            host: Some("h".into()),
+            port: Some("1".into()),
+            user: Some("u".into()),
+            dbname: Some("d".into()),
+            password: Some("pw".into()),
+            ..env()
+        };
+        let c = ConnConfig::parse("", &e).unwrap();
+        assert_eq!(
+            (c.host, c.port, c.user.as_str(), c.dbname.as_str()),
+            (Host::Tcp("h".into()), 1, "u", "d")
+        );
+        assert_eq!(c.password.as_deref(), Some("pw"));
+        let c = ConnConfig::parse("user=x", &env()).unwrap();
+        assert_eq!((c.dbname.as_str(), c.port), ("x", DEFAULT_PORT));
+    }
+
+    #[test]
+    fn bad_strings_are_errors() {
+        for s in [
+            "host",
+            "bogus=1",
+            "port=x",
+            "dbname='open",
+            "sslmode=require",
+        ] {
+            assert!(ConnConfig::parse(s, &env()).is_err(), "{s}");
+        }
+    }
+
+    #[test]
+    fn passfile_matching() {
+        let c = ConnConfig::parse("host=/s port=5 user=u dbname=d", &env()).unwrap();
+        let text = "# comment\nother:*:*:*:no\nlocalhost:5:*:u:pa\\:ss\n*:*:*:*:late\n";
+        assert_eq!(c.passfile_lookup(text).as_deref(), Some("pa:ss"));
+        assert_eq!(c.passfile_lookup("h:5:d:u:x\n"), None);
+    }
+}

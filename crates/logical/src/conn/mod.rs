@@ -1,0 +1,257 @@
+//! The replication connection: a thin, blocking adapter between a socket (TCP or Unix) and the
+//! sans-IO pieces (message framing here, message building and SCRAM from `postgres-protocol`,
+//! pgoutput in [`crate::Decoder`]). One connection, one thread; reads wait at most the time
+//! the caller gives, so a caller can keep its own timers (status updates, signals).
+
+mod auth;
+mod config;
+mod error;
+pub mod frame;
+mod replication;
+
+use std::collections::HashMap;
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use fallible_iterator::FallibleIterator;
+use postgres_protocol::message::backend::{ErrorResponseBody, Message};
+use postgres_protocol::message::frontend;
+
+pub use config::{ConnConfig, Env, Host, DEFAULT_PORT, DEFAULT_SOCKET_DIR};
+pub use error::ConnError;
+pub use replication::{
+    proto_version_for, quote_ident, quote_literal, CopyEvent, IdentifySystem, SlotCreated,
+    StartOptions,
+};
+
+/// Tag of CopyBothResponse, which `postgres-protocol` does not parse.
+const COPY_BOTH_RESPONSE: u8 = b'W';
+/// Tag of CopyData.
+const COPY_DATA: u8 = b'd';
+/// Bytes read from the socket at a time.
+const READ_CHUNK: usize = 256 * 1024;
+
+enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    fn set_read_timeout(&self, t: Option<Duration>) -> std::io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_read_timeout(t),
+            Stream::Unix(s) => s.set_read_timeout(t),
+        }
+    }
+
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read(buf),
+            Stream::Unix(s) => s.read(buf),
+        }
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.write_all(buf),
+            Stream::Unix(s) => s.write_all(buf),
+        }
+    }
+}
+
+/// One frame from the server: its tag and the whole message (tag, length, body).
+struct Frame {
+    tag: u8,
+    bytes: Vec<u8>,
+}
+
+impl Frame {
+    fn body(&self) -> &[u8] {
+        &self.bytes[5..]
+    }
+
+    fn parse(&self) -> Result<Message, ConnError> {
+        let mut b = BytesMut::from(&self.bytes[..]);
+        match Message::parse(&mut b) {
+            Ok(Some(m)) => Ok(m),
+            Ok(None) => Err(ConnError::Protocol(format!(
+                "incomplete message '{}'",
+                self.tag as char
+            ))),
+            Err(e) => Err(ConnError::Protocol(format!(
+                "message '{}': {e}",
+                self.tag as char
+            ))),
+        }
+    }
+}
+
+/// An open connection to a walsender (`replication=database`).
+pub struct Connection {
+    stream: Stream,
+    rbuf: Vec<u8>,
+    rpos: usize,
+    wbuf: BytesMut,
+    timeout: Option<Duration>,
+    params: HashMap<String, String>,
+}
+
+impl Connection {
+    /// Connects, logs in (trust, password, md5 or SCRAM-SHA-256) and waits until the server is
+    /// ready for commands.
+    pub fn connect(config: &ConnConfig) -> Result<Self, ConnError> {
+        let stream = match &config.host {
+            Host::Unix(_) => {
+                let path = config.socket_path().unwrap_or_default();
+                Stream::Unix(
+                    UnixStream::connect(&path)
+                        .map_err(ConnError::io(format!("connecting to {}", path.display())))?,
+                )
+            }
+            Host::Tcp(h) => {
+                let s = TcpStream::connect((h.as_str(), config.port))
+                    .map_err(ConnError::io(format!("connecting to {h}:{}", config.port)))?;
+                // Status updates are small and must not wait for Nagle.
+                s.set_nodelay(true)
+                    .map_err(ConnError::io("setting TCP_NODELAY"))?;
+                Stream::Tcp(s)
+            }
+        };
+        let mut conn = Connection {
+            stream,
+            rbuf: Vec::new(),
+            rpos: 0,
+            wbuf: BytesMut::new(),
+            timeout: None,
+            params: HashMap::new(),
+        };
+        auth::startup(&mut conn, config)?;
+        Ok(conn)
+    }
+
+    /// A parameter the server reported (`server_version`, `server_encoding`, …).
+    pub fn parameter(&self, name: &str) -> Option<&str> {
+        self.params.get(name).map(String::as_str)
+    }
+
+    /// The server's major version (15 for "15.4 (Debian …)"), from `server_version`.
+    pub fn server_major(&self) -> Option<u32> {
+        let v = self.parameter("server_version")?;
+        let digits: String = v.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    }
+
+    fn flush(&mut self) -> Result<(), ConnError> {
+        let out = self.wbuf.split();
+        self.stream
+            .write_all(&out)
+            .map_err(ConnError::io("sending to the server"))
+    }
+
+    /// The next whole frame; `Ok(None)` when `wait` passed without one (`None` waits forever).
+    fn read_frame(&mut self, wait: Option<Duration>) -> Result<Option<Frame>, ConnError> {
+        loop {
+            if let Some((tag, len)) = frame::split(&self.rbuf[self.rpos..], frame::MAX_MESSAGE_LEN)?
+            {
+                let bytes = self.rbuf[self.rpos..self.rpos + len].to_vec();
+                self.rpos += len;
+                if self.rpos == self.rbuf.len() {
+                    self.rbuf.clear();
+                    self.rpos = 0;
+                }
+                return Ok(Some(Frame { tag, bytes }));
+            }
+            if self.rpos > 0 {
+                self.rbuf.drain(..self.rpos);
+                self.rpos = 0;
+            }
+            if self.timeout != wait {
+                self.stream
+                    .set_read_timeout(wait)
+                    .map_err(ConnError::io("setting the read timeout"))?;
+                self.timeout = wait;
+            }
+            let have = self.rbuf.len();
+            self.rbuf.resize(have + READ_CHUNK, 0);
+            let got = self.stream.read(&mut self.rbuf[have..]);
+            self.rbuf.truncate(have + *got.as_ref().unwrap_or(&0));
+            match got {
+                Ok(0) => return Err(ConnError::Closed),
+                Ok(_) => {}
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    return Ok(None)
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(ConnError::io("reading from the server")(e)),
+            }
+        }
+    }
+
+    /// The next frame, waiting as long as it takes.
+    fn read_frame_blocking(&mut self) -> Result<Frame, ConnError> {
+        loop {
+            if let Some(f) = self.read_frame(None)? {
+                return Ok(f);
+            }
+        }
+    }
+
+    /// Runs one simple-protocol command and returns its rows as text (NULL as `None`).
+    pub fn simple_query(&mut self, sql: &str) -> Result<Vec<Vec<Option<String>>>, ConnError> {
+        frontend::query(sql, &mut self.wbuf).map_err(ConnError::io("building a query"))?;
+        self.flush()?;
+        let mut rows = Vec::new();
+        let mut failure = None;
+        loop {
+            let f = self.read_frame_blocking()?;
+            match f.parse()? {
+                Message::DataRow(row) => {
+                    let buf = row.buffer();
+                    let mut cells = Vec::new();
+                    let mut ranges = row.ranges();
+                    while let Some(r) = ranges
+                        .next()
+                        .map_err(|e| ConnError::Protocol(format!("DataRow: {e}")))?
+                    {
+                        cells.push(r.map(|r| String::from_utf8_lossy(&buf[r]).into_owned()));
+                    }
+                    rows.push(cells);
+                }
+                Message::ErrorResponse(body) => failure = Some(server_error(&body)),
+                Message::ReadyForQuery(_) => {
+                    return match failure {
+                        Some(e) => Err(e),
+                        None => Ok(rows),
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// An ErrorResponse as a [`ConnError::Server`].
+fn server_error(body: &ErrorResponseBody) -> ConnError {
+    let (mut severity, mut code, mut message, mut detail) =
+        (String::new(), String::new(), String::new(), None);
+    let mut fields = body.fields();
+    while let Ok(Some(f)) = fields.next() {
+        let v = String::from_utf8_lossy(f.value_bytes()).into_owned();
+        match f.type_() {
+            b'S' => severity = v,
+            b'C' => code = v,
+            b'M' => message = v,
+            b'D' => detail = Some(v),
+            _ => {}
+        }
+    }
+    ConnError::Server {
+        severity,
+        code,
+        message,
+        detail,
+    }
+}

@@ -1,0 +1,220 @@
+//! Replication commands (protocol.sgml "Streaming Replication Protocol"): IDENTIFY_SYSTEM,
+//! CREATE_REPLICATION_SLOT … LOGICAL pgoutput, START_REPLICATION … LOGICAL, and the CopyBoth
+//! exchange that follows.
+
+use std::time::Duration;
+
+use postgres_protocol::message::backend::Message;
+use postgres_protocol::message::frontend;
+
+use super::{server_error, ConnError, Connection, COPY_BOTH_RESPONSE, COPY_DATA};
+use crate::{Lsn, StandbyStatus};
+
+/// IDENTIFY_SYSTEM's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdentifySystem {
+    /// The cluster's system identifier.
+    pub system_id: String,
+    /// The current timeline.
+    pub timeline: u32,
+    /// The current WAL flush position.
+    pub xlogpos: Lsn,
+    /// The database connected to.
+    pub dbname: Option<String>,
+}
+
+/// CREATE_REPLICATION_SLOT's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotCreated {
+    /// The slot name.
+    pub slot: String,
+    /// The LSN from which the slot's decoding is consistent.
+    pub consistent_point: Lsn,
+}
+
+/// What to ask START_REPLICATION for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartOptions {
+    /// The slot.
+    pub slot: String,
+    /// Where to start (the server starts at the later of this and the slot's confirmed flush).
+    pub start: Lsn,
+    /// pgoutput `proto_version`.
+    pub proto_version: u32,
+    /// Publications, at least one.
+    pub publications: Vec<String>,
+    /// `streaming 'on'` (needs proto_version ≥ 2).
+    pub streaming: bool,
+    /// `messages 'true'`.
+    pub messages: bool,
+}
+
+/// One event of the CopyBoth phase.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CopyEvent {
+    /// A CopyData payload (XLogData or keepalive, see [`crate::CopyMessage`]).
+    Data(Vec<u8>),
+    /// The server ended the copy (CopyDone).
+    Done,
+}
+
+/// `name` as an SQL identifier in double quotes.
+pub fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// `s` as an SQL string literal.
+pub fn quote_literal(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+fn lsn_cell(v: &Option<String>, what: &str) -> Result<Lsn, ConnError> {
+    v.as_deref()
+        .and_then(Lsn::parse)
+        .ok_or_else(|| ConnError::Protocol(format!("{what}: no valid LSN in {v:?}")))
+}
+
+/// The highest pgoutput protocol version a server of major version `major` speaks.
+pub fn proto_version_for(major: u32) -> u32 {
+    match major {
+        16.. => 4,
+        15 => 3,
+        14 => 2,
+        _ => 1,
+    }
+}
+
+impl Connection {
+    /// IDENTIFY_SYSTEM.
+    pub fn identify_system(&mut self) -> Result<IdentifySystem, ConnError> {
+        let rows = self.simple_query("IDENTIFY_SYSTEM")?;
+        let row = rows
+            .first()
+            .filter(|r| r.len() >= 4)
+            .ok_or_else(|| ConnError::Protocol("IDENTIFY_SYSTEM: no row of 4 columns".into()))?;
+        Ok(IdentifySystem {
+            system_id: row[0].clone().unwrap_or_default(),
+            timeline: row[1].as_deref().and_then(|t| t.parse().ok()).unwrap_or(0),
+            xlogpos: lsn_cell(&row[2], "IDENTIFY_SYSTEM")?,
+            dbname: row[3].clone(),
+        })
+    }
+
+    /// CREATE_REPLICATION_SLOT `slot` LOGICAL pgoutput, exporting no snapshot.
+    pub fn create_slot(&mut self, slot: &str) -> Result<SlotCreated, ConnError> {
+        let tail = if self.server_major().unwrap_or(15) >= 15 {
+            "(SNAPSHOT 'nothing')"
+        } else {
+            "NOEXPORT_SNAPSHOT"
+        };
+        let sql = format!(
+            "CREATE_REPLICATION_SLOT {} LOGICAL pgoutput {tail}",
+            quote_ident(slot)
+        );
+        let rows = self.simple_query(&sql)?;
+        let row = rows
+            .first()
+            .filter(|r| r.len() >= 2)
+            .ok_or_else(|| ConnError::Protocol("CREATE_REPLICATION_SLOT: no row".into()))?;
+        Ok(SlotCreated {
+            slot: row[0].clone().unwrap_or_default(),
+            consistent_point: lsn_cell(&row[1], "CREATE_REPLICATION_SLOT")?,
+        })
+    }
+
+    /// START_REPLICATION SLOT … LOGICAL …; on success the connection is in CopyBoth mode.
+    pub fn start_replication(&mut self, o: &StartOptions) -> Result<(), ConnError> {
+        let pubs = o
+            .publications
+            .iter()
+            .map(|p| quote_ident(p))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut opts = vec![
+            format!("proto_version '{}'", o.proto_version),
+            format!("publication_names {}", quote_literal(&pubs)),
+        ];
+        if o.streaming {
+            opts.push("streaming 'on'".into());
+        }
+        if o.messages {
+            opts.push("messages 'true'".into());
+        }
+        let sql = format!(
+            "START_REPLICATION SLOT {} LOGICAL {} ({})",
+            quote_ident(&o.slot),
+            o.start,
+            opts.join(", ")
+        );
+        frontend::query(&sql, &mut self.wbuf).map_err(ConnError::io("building a query"))?;
+        self.flush()?;
+        loop {
+            let f = self.read_frame_blocking()?;
+            if f.tag == COPY_BOTH_RESPONSE {
+                return Ok(());
+            }
+            match f.parse()? {
+                Message::ErrorResponse(body) => return Err(server_error(&body)),
+                Message::NoticeResponse(_) | Message::ParameterStatus(_) => {}
+                _ => {
+                    return Err(ConnError::Protocol(format!(
+                        "START_REPLICATION: unexpected message '{}'",
+                        f.tag as char
+                    )))
+                }
+            }
+        }
+    }
+
+    /// The next CopyData of the CopyBoth phase, waiting at most `wait`; `Ok(None)` on timeout.
+    pub fn recv_copy(&mut self, wait: Duration) -> Result<Option<CopyEvent>, ConnError> {
+        loop {
+            let Some(f) = self.read_frame(Some(wait))? else {
+                return Ok(None);
+            };
+            if f.tag == COPY_DATA {
+                return Ok(Some(CopyEvent::Data(f.body().to_vec())));
+            }
+            match f.parse()? {
+                Message::CopyDone => return Ok(Some(CopyEvent::Done)),
+                Message::ErrorResponse(body) => return Err(server_error(&body)),
+                Message::NoticeResponse(_) | Message::ParameterStatus(_) => {}
+                _ => {
+                    return Err(ConnError::Protocol(format!(
+                        "unexpected message '{}' during replication",
+                        f.tag as char
+                    )))
+                }
+            }
+        }
+    }
+
+    /// Sends a Standby status update.
+    pub fn send_status(&mut self, status: &StandbyStatus) -> Result<(), ConnError> {
+        let payload = status.encode();
+        frontend::CopyData::new(&payload[..])
+            .map_err(ConnError::io("building CopyData"))?
+            .write(&mut self.wbuf);
+        self.flush()
+    }
+
+    /// Ends the CopyBoth phase and the session: CopyDone, then Terminate. Errors are
+    /// ignored: the server may already have gone.
+    pub fn close(mut self) {
+        frontend::copy_done(&mut self.wbuf);
+        frontend::terminate(&mut self.wbuf);
+        let _ = self.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_and_versions() {
+        assert_eq!(quote_ident("a\"b"), "\"a\"\"b\"");
+        assert_eq!(quote_literal("it's"), "'it''s'");
+        assert_eq!([13, 14, 15, 16, 18].map(proto_version_for), [1, 2, 3, 4, 4]);
+    }
+}
