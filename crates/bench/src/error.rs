@@ -79,6 +79,9 @@ pub enum Error {
     /// protocol.
     #[error("the transaction assembler")]
     Assemble(#[from] logical::AssembleError),
+    /// A change could not be written as a JSON line.
+    #[error("writing JSON lines")]
+    Output(#[from] logical::output::OutputError),
     /// A pgoutput message did not decode.
     #[error("decoding pgoutput")]
     Decode(#[from] logical::DecodeError),

@@ -1,13 +1,15 @@
 //! Our side of `bench spill`: the streamed pgoutput of a workload, as captured from the server, pushed
 //! through [`logical::Assembler`] with one spill compression, and every committed transaction replayed
-//! from its spill file and decoded, as `logical recv` does before it writes its output.
+//! from its spill file, decoded and written as JSON lines by `logical recv`'s writer
+//! ([`logical::output::JsonLines`]) into a file (not synced: durability is not what is measured).
 
 use super::copy::{Change, CopyReader};
 use crate::error::{Error, IoContext, Result};
 use codec::Spec;
+use logical::output::{JsonLines, TxnInfo};
 use logical::{Assembler, AssemblerConfig, Decoder, Lsn, Message, Options, Ready, Streaming};
 use serde::Serialize;
-use std::io::BufReader;
+use std::io::{BufReader, Write as _};
 use std::path::Path;
 use std::time::Instant;
 
@@ -33,11 +35,13 @@ pub struct OursResult {
     pub spilled_txns: u64,
     /// The largest committed transaction's raw change bytes.
     pub largest_txn_raw_bytes: u64,
-    /// Changes replayed from the committed transactions (Relation and Type messages not counted).
+    /// JSON lines written: one per change (a Truncate one per table).
     pub changes: u64,
     /// Of them, inserts.
     pub inserts: u64,
-    /// Wall seconds from the first payload pushed to the last change replayed and decoded.
+    /// Bytes of JSON lines written.
+    pub output_bytes: u64,
+    /// Wall seconds from the first payload pushed to the last change replayed, decoded and written.
     pub decode_s: f64,
     /// The consumer's peak resident memory during this replay (`VmHWM` after resetting it), when the
     /// system lets us reset and read it.
@@ -45,12 +49,14 @@ pub struct OursResult {
 }
 
 /// Pushes the captured stream in `capture` through an assembler with `spec` and `work_mem` (spilling into
-/// `spill_dir`), replays and decodes every committed transaction, and counts what it saw.
+/// `spill_dir`), replays, decodes and writes every committed transaction as JSON lines into `output`, and
+/// counts what it saw.
 pub fn assemble(
     capture: &Path,
     spec: Spec,
     work_mem: usize,
     spill_dir: &Path,
+    output: &Path,
 ) -> Result<OursResult> {
     let options = Options {
         proto_version: super::server::PROTO_VERSION,
@@ -76,6 +82,10 @@ pub fn assemble(
         payload: Vec::new(),
     };
     let mut buf = Vec::new();
+    let mut json = JsonLines::new(false);
+    let mut lines = Vec::with_capacity(1 << 16);
+    let out_file = std::fs::File::create(output).io(|| format!("creating {}", output.display()))?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, out_file);
     let mut r = OursResult {
         spec: spec.to_string(),
         received_bytes: 0,
@@ -88,6 +98,7 @@ pub fn assemble(
         largest_txn_raw_bytes: 0,
         changes: 0,
         inserts: 0,
+        output_bytes: 0,
         decode_s: 0.0,
         peak_rss_bytes: None,
     };
@@ -103,18 +114,28 @@ pub fn assemble(
         r.txns += 1;
         r.spilled_txns += u64::from(txn.stats.disk_bytes > 0);
         r.largest_txn_raw_bytes = r.largest_txn_raw_bytes.max(txn.stats.raw_bytes);
+        let info = TxnInfo {
+            xid: txn.xid,
+            commit_lsn: txn.commit_lsn,
+            end_lsn: txn.end_lsn,
+            commit_time: txn.commit_time,
+        };
         while txn.next_payload(&mut buf)? {
-            match txn.decode(&mut decoder, &buf)? {
-                Message::Insert(_) => {
-                    r.inserts += 1;
-                    r.changes += 1;
-                }
-                Message::Update(_) | Message::Delete(_) | Message::Truncate(_) => r.changes += 1,
-                Message::Message(_) => r.changes += 1,
-                _ => {}
+            let msg = txn.decode(&mut decoder, &buf)?;
+            r.inserts += u64::from(matches!(msg, Message::Insert(_)));
+            r.changes += json.change(&info, &msg, &mut lines)? as u64;
+            if lines.len() >= 1 << 16 {
+                r.output_bytes += lines.len() as u64;
+                out.write_all(&lines)
+                    .io(|| format!("writing {}", output.display()))?;
+                lines.clear();
             }
         }
     }
+    r.output_bytes += lines.len() as u64;
+    out.write_all(&lines)
+        .and_then(|()| out.flush())
+        .io(|| format!("writing {}", output.display()))?;
     r.decode_s = began.elapsed().as_secs_f64();
     let stats = assembler.stats();
     if stats.open_txns != 0 {
