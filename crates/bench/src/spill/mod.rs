@@ -8,8 +8,8 @@
 //! `pg_logical_slot_get_binary_changes` with `streaming` off while the slot's `pg_replslot/` directory is
 //! sampled; the second with `streaming` on, its payloads captured once into a file (binary COPY) and then
 //! pushed, for each compression, through an assembler that spills above `--work-mem`, every committed
-//! transaction replayed from its spill file and decoded. Capturing once keeps the server's decoding time out
-//! of ours and gives every compression the same bytes.
+//! transaction replayed from its spill file, decoded and written as JSON lines. Capturing once keeps the
+//! server's decoding time out of ours and gives every compression the same bytes.
 
 mod copy;
 mod ours;
@@ -53,7 +53,7 @@ pub struct Options {
     pub workloads: String,
     /// Spill compressions, in the project's spec syntax, separated by commas; see [`DEFAULT_SPECS`].
     pub specs: String,
-    /// Bytes a transaction may hold in memory before our assembler spills it.
+    /// Bytes the open transactions may hold in memory together before our assembler spills.
     pub work_mem: u64,
 }
 

@@ -51,9 +51,9 @@ minimum), and runs each workload into its own table with two pgoutput slots crea
 is decoded with streaming off: PostgreSQL spills every large transaction itself, and the report shows \
 pg_stat_replication_slots.spill_bytes and the peak bytes under pg_replslot/. The second is decoded with \
 streaming on and captured once; its payloads then go through our transaction assembler once per --specs \
-compression, spilling above --work-mem, and every committed transaction is replayed from its spill file and \
-decoded. Per compression: raw change bytes, bytes on disk, their ratio, our bytes against the server's, the \
-decode time (also relative to none) and whether the replay saw every row the workload inserted.\n\n\
+compression, spilling above --work-mem, and every committed transaction is replayed from its spill file, \
+decoded and written as JSON lines (logical recv's writer, to a temporary file). Per compression: raw change \
+bytes, bytes on disk, their ratio, our bytes against the server's, the decode time (also relative to none) and whether the replay saw every row the workload inserted.\n\n\
 Workloads: seed (one INSERT of 'Hello number n°'||i, --rows rows), bytea (rows/20 rows of 1 KiB random \
 bytes, sent binary), wide (rows/10 rows of 40 columns), mix (2,000 small transactions, then 4 of rows/8 rows), \
 interleaved (two concurrent transactions of rows/4 rows with savepoint rollbacks), and large (rows/8 rows of \
@@ -72,8 +72,8 @@ pub struct BenchSpillArgs {
     /// Spill compressions to measure, separated by commas, in the project's syntax (none, lz4, zstd:N, pglz).
     #[arg(long, value_name = "SPEC,...", default_value = bench::spill::DEFAULT_SPECS)]
     pub specs: String,
-    /// Memory a transaction may use in our assembler before it spills (bytes, or with kB, MB or GB); small
-    /// by default so that every large transaction of the default run spills.
+    /// Memory the open transactions may use together in our assembler before it spills (bytes, or with kB,
+    /// MB or GB); small by default so that every large transaction of the default run spills.
     #[arg(long, value_name = "SIZE", default_value = "1MB", value_parser = size)]
     pub work_mem: u64,
     /// Print one JSON object instead of tables.
