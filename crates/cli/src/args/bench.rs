@@ -53,7 +53,8 @@ pg_stat_replication_slots.spill_bytes and the peak bytes under pg_replslot/. The
 streaming on and captured once; its payloads then go through our transaction assembler once per --specs \
 compression, spilling above --work-mem, and every committed transaction is replayed from its spill file, \
 decoded and written as JSON lines (logical recv's writer, to a temporary file). Per compression: raw change \
-bytes, bytes on disk, their ratio, our bytes against the server's, the decode time (also relative to none) and whether the replay saw every row the workload inserted.\n\n\
+bytes, bytes on disk, their ratio, our bytes against the server's, the decode time (also relative to none) \
+and whether the replay saw every row the workload inserted.\n\n\
 Workloads: seed (one INSERT of 'Hello number n°'||i, --rows rows), bytea (rows/20 rows of 1 KiB random \
 bytes, sent binary), wide (rows/10 rows of 40 columns), mix (2,000 small transactions, then 4 of rows/8 rows), \
 interleaved (two concurrent transactions of rows/4 rows with savepoint rollbacks), and large (rows/8 rows of \
