@@ -72,6 +72,19 @@ pub enum Error {
     /// `--methods` names a method that does not parse.
     #[error("--methods")]
     Methods(#[source] codec::SpecError),
+    /// `--specs` names a compression that does not parse.
+    #[error("--specs")]
+    Specs(#[source] codec::SpecError),
+    /// Our spill store failed: an I/O error on a spill file, a corrupt record, a stream that breaks the
+    /// protocol.
+    #[error("the transaction assembler")]
+    Assemble(#[from] logical::AssembleError),
+    /// A change could not be written as a JSON line.
+    #[error("writing JSON lines")]
+    Output(#[from] logical::output::OutputError),
+    /// A pgoutput message did not decode.
+    #[error("decoding pgoutput")]
+    Decode(#[from] logical::DecodeError),
     /// `--methods` is malformed: an empty item, a setting listed twice.
     #[error("--methods: {0}")]
     MethodsList(String),

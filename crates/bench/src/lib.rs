@@ -14,6 +14,7 @@ pub mod demo;
 mod error;
 pub mod read;
 pub mod runs;
+pub mod spill;
 pub mod sys;
 pub mod timing;
 pub mod tunnel;

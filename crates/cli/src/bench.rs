@@ -1,7 +1,9 @@
 //! `pgcompress bench ...`: our tools against their peers, measured in the same run. The work is the
 //! `bench` crate's; this module turns arguments into its options and prints its reports.
 
-use crate::args::bench::{BenchArchiveArgs, BenchCommand, BenchReadArgs, BenchWalArgs};
+use crate::args::bench::{
+    BenchArchiveArgs, BenchCommand, BenchReadArgs, BenchSpillArgs, BenchWalArgs,
+};
 use anyhow::Context;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -13,6 +15,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Read(a) => read(a),
         BenchCommand::Wal(a) => wal(a),
         BenchCommand::Archive(a) => archive(a),
+        BenchCommand::Spill(a) => spill(a),
     }
 }
 
@@ -70,6 +73,42 @@ fn archive(a: BenchArchiveArgs) -> anyhow::Result<ExitCode> {
     if !bad.is_empty() {
         eprintln!(
             "bench archive: a restored segment differs from the original with: {}",
+            bad.join(", ")
+        );
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn spill(a: BenchSpillArgs) -> anyhow::Result<ExitCode> {
+    use std::sync::atomic::Ordering;
+    // As in the demo: Ctrl-C unwinds to here, and dropping the cluster stops and deletes it.
+    let _ = ctrlc::set_handler(|| crate::demo::INTERRUPTED.store(true, Ordering::SeqCst));
+    let progress = crate::demo::progress::Progress::labelled("pgcompress bench spill", || {
+        crate::demo::INTERRUPTED.load(Ordering::SeqCst)
+    });
+    let result = bench::spill::run(
+        &bench::spill::Options {
+            rows: a.rows,
+            workloads: a.workloads,
+            specs: a.specs,
+            work_mem: a.work_mem,
+        },
+        &progress,
+    );
+    progress.finish();
+    if matches!(&result, Err(e) if e.is_cancelled())
+        || crate::demo::INTERRUPTED.load(Ordering::SeqCst)
+    {
+        eprintln!("pgcompress: interrupted; the temporary cluster was stopped and deleted");
+        return Ok(ExitCode::from(crate::demo::EXIT_INTERRUPTED));
+    }
+    let report = result?;
+    print(a.json, &report, bench::spill::Report::text)?;
+    let bad = report.unmatched();
+    if !bad.is_empty() {
+        eprintln!(
+            "bench spill: the replay did not see every inserted row with: {}",
             bad.join(", ")
         );
         return Ok(ExitCode::from(1));

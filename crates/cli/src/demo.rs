@@ -2,7 +2,7 @@
 //! cluster. The runs are the `bench` crate's ([`bench::demo`]); this module handles Ctrl-C, shows progress
 //! and prints the comparison.
 
-mod progress;
+pub(crate) mod progress;
 
 use crate::args::bench::DemoArgs;
 use progress::Progress;
@@ -12,10 +12,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Set by the Ctrl-C handler. The server runs in its own session (pg_ctl calls `setsid`), so it does not see
 /// the terminal's SIGINT; we must live long enough to stop it.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+pub(crate) static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 /// Exit status of a program ended by SIGINT, as shells report it.
-const EXIT_INTERRUPTED: u8 = 130;
+pub(crate) const EXIT_INTERRUPTED: u8 = 130;
 
 /// The demo's JSON: the bench crate's report and the advisor's, as `wal advise --json` prints it.
 #[derive(Serialize)]

@@ -61,6 +61,31 @@ fn demo_json_compares_the_four_settings() {
     check_archive(&doc);
     check_tunnel(&doc);
     check_advisor_agrees(&doc);
+    check_logical_spill(&doc);
+}
+
+/// The logical section: the seed workload's large INSERT, the server's own spill against ours with lz4 and
+/// zstd:1, every row replayed.
+fn check_logical_spill(doc: &Value) {
+    let l = &doc["logical_spill"];
+    assert_eq!(l["logical_decoding_work_mem"], "64kB", "{l}");
+    let seed = &l["seed"];
+    assert_eq!(seed["name"], "seed", "{l}");
+    let rows = num(seed, "rows_inserted");
+    assert_eq!(rows, 100_000, "{l}");
+    let server_spill = num(&seed["server"], "spill_bytes");
+    assert!(server_spill > 0, "{l}");
+    let ours = seed["ours"].as_array().expect("ours");
+    let specs: Vec<&str> = ours.iter().filter_map(|o| o["spec"].as_str()).collect();
+    assert_eq!(specs, ["lz4", "zstd:1"]);
+    for o in ours {
+        assert_eq!(num(o, "inserts"), rows, "{o}");
+        assert_eq!(o["matched"], true, "{o}");
+        let disk = num(o, "disk_bytes");
+        assert!(disk > 0 && disk < server_spill / 4, "{o}");
+        let bound = if o["spec"] == "lz4" { 0.25 } else { 0.05 };
+        assert!(o["ratio"].as_f64().is_some_and(|r| r <= bound), "{o}");
+    }
 }
 
 /// Regression: the advisor, reading the off run, must show the saving of each stock
@@ -165,6 +190,25 @@ fn demo_table_shows_the_archive_comparison() {
         assert!(ratio > 1.0, "{line:?}");
     }
     assert_eq!(lines.len(), 3, "{text}");
+    let logical = text
+        .lines()
+        .position(|l| l.starts_with("A large transaction over logical replication"))
+        .unwrap_or_else(|| panic!("no logical section in:\n{text}"));
+    let lines: Vec<&str> = text.lines().skip(logical + 1).take(3).collect();
+    assert!(
+        lines[0]
+            .trim_start()
+            .starts_with("PostgreSQL spills it itself"),
+        "{text}"
+    );
+    for (line, spec) in lines[1..].iter().zip(["lz4", "zstd:1"]) {
+        assert!(
+            line.trim_start()
+                .starts_with(&format!("pgcompress streams it, spills with {spec}")),
+            "{line:?} in:\n{text}"
+        );
+        assert!(line.ends_with("every row replayed: yes)"), "{line:?}");
+    }
 }
 
 #[test]

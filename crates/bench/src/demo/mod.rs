@@ -4,7 +4,7 @@
 mod report;
 mod tunnel;
 
-pub use report::{ArchiveComparison, Demo, RunResult, StoredBy, Workload};
+pub use report::{ArchiveComparison, Demo, LogicalSpill, RunResult, StoredBy, Workload};
 pub use tunnel::TunnelSection;
 
 use crate::error::{Context, Error, IoContext, Result};
@@ -129,6 +129,8 @@ pub fn compare(a: &Options, p: &dyn Progress) -> Result<Demo> {
     p.step("stopping and deleting the cluster".into());
     cluster.stop().context("stopping the throwaway cluster")?;
     drop(cluster);
+    check_cancelled(p)?;
+    let logical_spill = logical_section(p).context("the logical decoding section")?;
     Ok(Demo {
         pg_version: server.version,
         seg_size: server.seg_size,
@@ -142,6 +144,33 @@ pub fn compare(a: &Options, p: &dyn Progress) -> Result<Demo> {
         advice: Some(advice),
         archive: Some(archive),
         tunnel: Some(tunnel),
+        logical_spill: Some(logical_spill),
+    })
+}
+
+/// Rows of the seed workload in the demo's logical section: enough for the server to spill and for the
+/// ratios to settle, a few seconds in all.
+pub const SPILL_ROWS: u64 = 100_000;
+
+/// The logical section: the seed workload at [`SPILL_ROWS`] through `bench spill` on a cluster of its own
+/// (`wal_level = logical` would change the WAL the runs above measure), the server's spill beside ours with
+/// lz4 and zstd:1.
+fn logical_section(p: &dyn Progress) -> Result<LogicalSpill> {
+    let options = crate::spill::Options {
+        rows: SPILL_ROWS,
+        workloads: "seed".into(),
+        specs: "lz4,zstd:1".into(),
+        work_mem: 64 << 10,
+    };
+    let mut report = crate::spill::run(&options, p)?;
+    let seed = report
+        .workloads
+        .pop()
+        .ok_or(Error::Internal("bench spill measured no workload"))?;
+    Ok(LogicalSpill {
+        logical_decoding_work_mem: report.logical_decoding_work_mem,
+        work_mem: report.work_mem,
+        seed,
     })
 }
 

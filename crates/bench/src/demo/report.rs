@@ -51,6 +51,56 @@ pub struct Demo {
     pub archive: Option<ArchiveComparison>,
     /// The pgbench accounts read directly and through the tunnel.
     pub tunnel: Option<super::TunnelSection>,
+    /// A large transaction over logical replication: the server's spill against ours.
+    pub logical_spill: Option<LogicalSpill>,
+}
+
+/// The demo's logical decoding section: `bench spill`'s seed workload at a small scale.
+#[derive(Debug, Clone, Serialize)]
+pub struct LogicalSpill {
+    /// The server's `logical_decoding_work_mem`.
+    pub logical_decoding_work_mem: &'static str,
+    /// Our assembler's memory limit per transaction, in bytes.
+    pub work_mem: u64,
+    /// The seed workload as `bench spill --json` reports it.
+    pub seed: crate::spill::WorkloadReport,
+}
+
+impl LogicalSpill {
+    /// A few lines for the table.
+    pub fn table(&self) -> String {
+        let w = &self.seed;
+        let mut out = format!(
+            "A large transaction over logical replication: one INSERT of {} rows ('Hello number n°'||i), \
+             logical_decoding_work_mem = {}:\n",
+            w.rows_inserted, self.logical_decoding_work_mem
+        );
+        let _ = writeln!(
+            out,
+            "  {:<44} {:>12} (pg_stat_replication_slots.spill_bytes)",
+            "PostgreSQL spills it itself (streaming off)",
+            bytes(w.server.spill_bytes)
+        );
+        for o in &w.ours {
+            let r = &o.result;
+            let _ = writeln!(
+                out,
+                "  {:<44} {:>12} ({:.3}x of {} of changes{}; every row replayed: {})",
+                format!("pgcompress streams it, spills with {}", r.spec),
+                bytes(r.disk_bytes),
+                r.ratio,
+                bytes(r.raw_bytes),
+                o.vs_server_spill
+                    .filter(|&v| v > 0.0)
+                    .map_or(String::new(), |v| format!(
+                        ", {:.0}x less than the server",
+                        1.0 / v
+                    )),
+                if o.matched { "yes" } else { "NO" },
+            );
+        }
+        out
+    }
 }
 
 /// The pgbench workload.
@@ -191,6 +241,10 @@ impl Demo {
         if let Some(t) = &self.tunnel {
             out.push('\n');
             out.push_str(&t.table());
+        }
+        if let Some(l) = &self.logical_spill {
+            out.push('\n');
+            out.push_str(&l.table());
         }
         out
     }

@@ -39,6 +39,67 @@ Examples:\n  pgcompress bench read\n  pgcompress bench read --runs 9 /archive/wa
     Wal(BenchWalArgs),
     /// `pgcompress archive push|get` against pgBackRest, gzip, zstd and xz on the same WAL segments.
     Archive(BenchArchiveArgs),
+    /// PostgreSQL's own logical-decoding spill against our compressed consumer-side spill, per workload.
+    Spill(BenchSpillArgs),
+}
+
+/// Arguments of `pgcompress bench spill`.
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Starts a throwaway PostgreSQL 15+ cluster with wal_level = logical and logical_decoding_work_mem = 64kB (its \
+minimum), and runs each workload into its own table with two pgoutput slots created before it. The first slot \
+is decoded with streaming off: PostgreSQL spills every large transaction itself, and the report shows \
+pg_stat_replication_slots.spill_bytes and the peak bytes under pg_replslot/. The second is decoded with \
+streaming on and captured once; its payloads then go through our transaction assembler once per --specs \
+compression, spilling above --work-mem, and every committed transaction is replayed from its spill file, \
+decoded and written as JSON lines (logical recv's writer, to a temporary file). Per compression: raw change \
+bytes, bytes on disk, their ratio, our bytes against the server's, the decode time (also relative to none) \
+and whether the replay saw every row the workload inserted.\n\n\
+Workloads: seed (one INSERT of 'Hello number n°'||i, --rows rows), bytea (rows/20 rows of 1 KiB random \
+bytes, sent binary), wide (rows/10 rows of 40 columns), mix (2,000 small transactions, then 4 of rows/8 rows), \
+interleaved (two concurrent transactions of rows/4 rows with savepoint rollbacks), and large (rows/8 rows of \
+8 KiB out-of-line text, about 1 KB of changes per --rows; only when named).\n\n\
+Examples:\n  pgcompress bench spill\n  pgcompress bench spill --rows 100000 --workloads seed,bytea --json\n  \
+pgcompress bench spill --specs lz4,zstd:1 --work-mem 64MB\n  \
+pgcompress bench spill --workloads large --rows 1100000 --specs lz4 --work-mem 64MB   # a 1 GB transaction\n\n\
+Exit status: 0 figures printed; 1 a replay missed or added rows; 2 bad usage, PostgreSQL missing or failing.")]
+pub struct BenchSpillArgs {
+    /// Rows of the seed workload; the other workloads scale from it.
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1000..=100_000_000))]
+    pub rows: u64,
+    /// Workloads to run, separated by commas: seed, bytea, wide, mix, interleaved, large.
+    #[arg(long, value_name = "NAME,...", default_value = bench::spill::DEFAULT_WORKLOADS)]
+    pub workloads: String,
+    /// Spill compressions to measure, separated by commas, in the project's syntax (none, lz4, zstd:N, pglz).
+    #[arg(long, value_name = "SPEC,...", default_value = bench::spill::DEFAULT_SPECS)]
+    pub specs: String,
+    /// Memory the open transactions may use together in our assembler before it spills (bytes, or with kB,
+    /// MB or GB); small by default so that every large transaction of the default run spills.
+    #[arg(long, value_name = "SIZE", default_value = "1MB", value_parser = size)]
+    pub work_mem: u64,
+    /// Print one JSON object instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--work-mem`: a byte count, or a number with kB, MB or GB (1024-based, as PostgreSQL's memory settings).
+fn size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "kb" | "k" => 10,
+        "mb" | "m" => 20,
+        "gb" | "g" => 30,
+        _ => return Err(format!("{s:?}: give bytes or a number with kB, MB or GB")),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .filter(|&n| n >= 1024)
+        .ok_or_else(|| format!("{s:?}: give at least 1kB, e.g. 64MB"))
 }
 
 #[derive(Args, Debug)]
@@ -146,5 +207,21 @@ impl From<CorpusChoice> for bench::archive::Corpora {
             CorpusChoice::Text => bench::archive::Corpora::Text,
             CorpusChoice::All => bench::archive::Corpora::All,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::size;
+
+    #[test]
+    fn work_mem_sizes() {
+        assert_eq!(size("64MB"), Ok(64 << 20));
+        assert_eq!(size("64kB"), Ok(64 << 10));
+        assert_eq!(size("2048"), Ok(2048));
+        assert_eq!(size("1 GB"), Ok(1 << 30));
+        assert!(size("12").is_err());
+        assert!(size("5TB").is_err());
+        assert!(size("MB").is_err());
     }
 }

@@ -12,11 +12,18 @@ pub struct Progress {
     start: Instant,
     /// Whether the user asked to stop.
     cancelled: fn() -> bool,
+    /// The command the plain lines name (`pgcompress demo`).
+    label: &'static str,
 }
 
 impl Progress {
     /// A spinner when stderr is a terminal, plain lines when it is not.
     pub fn new(cancelled: fn() -> bool) -> Progress {
+        Progress::labelled("pgcompress demo", cancelled)
+    }
+
+    /// Like [`Progress::new`], plain lines starting with `label` (`pgcompress bench spill`).
+    pub fn labelled(label: &'static str, cancelled: fn() -> bool) -> Progress {
         let bar = std::io::stderr().is_terminal().then(|| {
             let bar = ProgressBar::new_spinner();
             if let Ok(style) = ProgressStyle::with_template("{spinner} [{elapsed:>3}] {msg}") {
@@ -29,6 +36,7 @@ impl Progress {
             bar,
             start: Instant::now(),
             cancelled,
+            label,
         }
     }
 
@@ -42,7 +50,8 @@ impl Progress {
     /// `pgcompress demo [  3.2s] ` for plain lines.
     fn prefix(&self) -> String {
         format!(
-            "pgcompress demo [{:>5.1}s] ",
+            "{} [{:>5.1}s] ",
+            self.label,
             self.start.elapsed().as_secs_f64()
         )
     }
