@@ -304,6 +304,7 @@ impl Recv {
         let skip = t.commit_lsn <= self.sink.last_lsn();
         let mut payload = Vec::new();
         let mut out = Vec::new();
+        let mut replayed = 0u64;
         if !skip {
             self.json.begin(&info, &mut out);
         }
@@ -311,6 +312,12 @@ impl Recv {
             .next_payload(&mut payload)
             .with_context(|| format!("transaction {} committed at {}", t.xid, t.commit_lsn))?
         {
+            replayed += 1;
+            if replayed % 1024 == 0 {
+                // Replaying a transaction of gigabytes takes longer than wal_sender_timeout:
+                // keep telling the server we are alive (the flush LSN does not move meanwhile).
+                self.status_if_due()?;
+            }
             let msg = t.decode(&mut self.decoder, &payload).with_context(|| {
                 format!("transaction {} committed at {}", info.xid, info.commit_lsn)
             })?;
@@ -374,6 +381,14 @@ impl Recv {
             self.sink.has_pending(),
             self.quiet(),
         )
+    }
+
+    /// Sends a status update if `--status-interval` has passed since the last one.
+    fn status_if_due(&mut self) -> Result<()> {
+        if self.last_status.elapsed().as_secs_f64() >= self.args.status_interval.max(0.1) {
+            self.send_status(false)?;
+        }
+        Ok(())
     }
 
     fn send_status(&mut self, reply: bool) -> Result<()> {

@@ -352,3 +352,84 @@ fn sigterm_finishes_durably_and_a_restart_continues() {
     assert_eq!(text.lines().count(), 1, "{text}");
     assert!(text.contains(r#""value":"to stdout""#), "{text}");
 }
+
+/// The acceptance bound on memory, on the `logical recv` process itself: a streamed transaction of
+/// over 1 GB of changes held with `--work-mem 64MB` while its peak resident memory stays under 256 MB.
+/// Takes a few minutes and about 3 GB of disk; run with
+/// `cargo test -p cli --test logical_recv -- --ignored`.
+#[test]
+#[ignore]
+fn a_gigabyte_transaction_through_logical_recv_stays_under_256mb() {
+    use std::process::Stdio;
+    use std::time::Duration;
+
+    let cluster = cluster(None);
+    cluster
+        .psql(
+            "CREATE TABLE big (id int PRIMARY KEY, v text);
+             ALTER TABLE big ALTER COLUMN v SET STORAGE EXTERNAL;
+             CREATE PUBLICATION p FOR TABLE big;
+             SELECT pg_create_logical_replication_slot('s', 'pgoutput');",
+        )
+        .expect("schema");
+    // 1.1 million rows of 1 KiB of text in one transaction.
+    cluster
+        .psql(
+            "INSERT INTO big SELECT g, repeat(md5(g::text), 32)
+             FROM generate_series(1, 1100000) g;",
+        )
+        .expect("the large transaction");
+    let stop = cluster
+        .query_one("SELECT pg_current_wal_lsn()")
+        .expect("lsn");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out.jsonl");
+    let mut child = logical_support::pgcompress()
+        .args([
+            "logical",
+            "recv",
+            "--dbname",
+            &cluster.conninfo(),
+            "--slot",
+            "s",
+        ])
+        .args(["--publication", "p", "--work-mem", "64MB", "--spill-dir"])
+        .arg(dir.path().join("spill"))
+        .arg("-o")
+        .arg(&out)
+        .args(["--stop-at-lsn", &stop, "--idle-exit", "120", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // VmHWM only grows: the last value read before the process exits is its peak so far.
+    let status = format!("/proc/{}/status", child.id());
+    let mut peak_kb = 0u64;
+    while child.try_wait().expect("wait").is_none() {
+        if let Ok(text) = std::fs::read_to_string(&status) {
+            if let Some(kb) = text
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            {
+                peak_kb = peak_kb.max(kb);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let o = child.wait_with_output().expect("exit");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).expect("summary");
+    let raw = summary["spill_raw_bytes"].as_u64().unwrap_or_default();
+    eprintln!(
+        "logical recv held a transaction of {raw} bytes of changes with --work-mem 64MB: peak RSS {} MiB; summary {summary}",
+        peak_kb / 1024
+    );
+    assert!(raw > 1 << 30, "only {raw} bytes of changes: {summary}");
+    let lines = std::fs::read_to_string(&out)
+        .expect("output")
+        .lines()
+        .count();
+    assert_eq!(lines, 1_100_000);
+    assert!(peak_kb > 0 && peak_kb < 256 * 1024, "peak RSS {peak_kb} kB");
+}
