@@ -10,6 +10,7 @@ mod args;
 mod bench;
 mod demo;
 mod output;
+mod tunnel;
 mod walcmd;
 
 use clap::Parser;
@@ -23,6 +24,7 @@ fn main() -> ExitCode {
         args::Command::Demo(d) => demo::run(d),
         args::Command::Bench(b) => bench::run(b),
         args::Command::Archive(a) => archive::run(a),
+        args::Command::Tunnel(t) => tunnel::run(t),
     };
     match result {
         Ok(code) => code,

@@ -18,6 +18,8 @@ pub mod error;
 pub mod framer;
 pub mod frontend;
 pub mod link;
+#[cfg(feature = "net")]
+pub mod net;
 pub mod startup;
 
 pub use error::{FrameError, FrameErrorKind, LinkError};

@@ -2,6 +2,7 @@
 
 pub mod archive;
 pub mod bench;
+pub mod tunnel;
 pub mod wal;
 
 use clap::{Parser, Subcommand};
@@ -30,4 +31,7 @@ pub enum Command {
     /// WAL-aware archive_command / restore_command, to a directory or S3-compatible storage.
     #[command(subcommand, after_help = archive::ARCHIVE_HELP)]
     Archive(archive::ArchiveCommand),
+    /// Compressed PostgreSQL wire protocol between two halves over mutual TLS.
+    #[command(subcommand, after_help = tunnel::TUNNEL_HELP)]
+    Tunnel(tunnel::TunnelCommand),
 }

@@ -1,0 +1,148 @@
+//! Arguments of `pgcompress tunnel ...`.
+
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+
+/// The setup in five commands, shown under `pgcompress tunnel --help`.
+pub const TUNNEL_HELP: &str = "\
+Setup in five commands (keys, server, client, connect):\n\
+  pgcompress tunnel keys ./tunnel-keys\n\
+  # copy ca.pem, server.pem, server-key.pem to the database host; ca.pem, client.pem,\n\
+  # client-key.pem to the application host\n\
+  pgcompress tunnel server --listen 0.0.0.0:7432 --upstream /var/run/postgresql \\\n\
+      --ca ca.pem --cert server.pem --key server-key.pem\n\
+  pgcompress tunnel client --listen 127.0.0.1:6432 --server db.example.com:7432 --method zstd:1 \\\n\
+      --ca ca.pem --cert client.pem --key client-key.pem\n\
+  psql \"host=127.0.0.1 port=6432 dbname=postgres user=postgres\"\n\n\
+Exit status: 0 clean (also after SIGTERM/SIGINT and a drain); 1 runtime error; 2 usage or\n\
+configuration error (bad key file, bad method).";
+
+#[derive(Subcommand, Debug)]
+pub enum TunnelCommand {
+    /// Write a CA and a server and a client certificate for a quick start.
+    #[command(
+        after_help = "Writes DIR/ca.pem, ca-key.pem, server.pem, server-key.pem, client.pem, \
+client-key.pem. The server certificate names localhost, 127.0.0.1, ::1 and each --server-name.\n\n\
+Examples:\n  pgcompress tunnel keys ./tunnel-keys\n  \
+pgcompress tunnel keys ./tunnel-keys --server-name db.example.com --days 365 --force"
+    )]
+    Keys(KeysArgs),
+    /// The half beside PostgreSQL: accepts client halves with a certificate from --ca.
+    #[command(
+        after_help = "Examples:\n  pgcompress tunnel server --listen 0.0.0.0:7432 --upstream /var/run/postgresql \
+--ca keys/ca.pem --cert keys/server.pem --key keys/server-key.pem\n  \
+pgcompress tunnel server --listen 0.0.0.0:7432 --upstream 127.0.0.1:5432 --ca keys/ca.pem \
+--cert keys/server.pem --key keys/server-key.pem --stats /run/tunnel-server.json"
+    )]
+    Server(ServerArgs),
+    /// The half beside the applications: they connect to it as to PostgreSQL.
+    #[command(
+        after_help = "Examples:\n  pgcompress tunnel client --listen 127.0.0.1:6432 --server db.example.com:7432 \
+--method zstd:1 --ca keys/ca.pem --cert keys/client.pem --key keys/client-key.pem\n  \
+pgcompress tunnel client --listen /tmp --port 6432 --server 10.0.0.5:7432 --server-name db.example.com \
+--method lz4 --ca keys/ca.pem --cert keys/client.pem --key keys/client-key.pem\n  \
+psql \"host=127.0.0.1 port=6432 dbname=postgres\""
+    )]
+    Client(ClientArgs),
+    /// Print a stats file written by a running or finished half.
+    #[command(
+        after_help = "Examples:\n  pgcompress tunnel stats /run/tunnel-client.json\n  \
+pgcompress tunnel stats /run/tunnel-client.json --json"
+    )]
+    Stats(StatsArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct KeysArgs {
+    /// Directory to write the keys into (created if missing).
+    pub dir: PathBuf,
+    /// Validity of the certificates in days.
+    #[arg(long, default_value_t = 825, value_parser = clap::value_parser!(u32).range(1..=36500))]
+    pub days: u32,
+    /// Another name (DNS or IP) for the server certificate; repeatable.
+    #[arg(long = "server-name")]
+    pub server_names: Vec<String>,
+    /// Overwrite existing files.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Options both halves share.
+#[derive(Args, Debug)]
+pub struct Common {
+    /// CA certificate (PEM) the other half's certificate must chain to.
+    #[arg(long)]
+    pub ca: PathBuf,
+    /// This half's certificate (PEM).
+    #[arg(long)]
+    pub cert: PathBuf,
+    /// This half's private key (PEM).
+    #[arg(long)]
+    pub key: PathBuf,
+    /// Stats file (JSON), rewritten every second and at exit.
+    #[arg(long)]
+    pub stats: Option<PathBuf>,
+    /// One JSON object per connection line and for the exit summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Seconds open connections get to finish after SIGTERM/SIGINT.
+    #[arg(long, default_value_t = 30)]
+    pub drain_timeout: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct ServerArgs {
+    /// Address the client halves connect to (ADDR:PORT).
+    #[arg(long)]
+    pub listen: String,
+    /// PostgreSQL: HOST:PORT or a socket directory.
+    #[arg(long)]
+    pub upstream: String,
+    /// Port of the socket file when --upstream is a directory.
+    #[arg(long, default_value_t = 5432)]
+    pub upstream_port: u16,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Args, Debug)]
+pub struct ClientArgs {
+    /// Where applications connect: ADDR:PORT or a socket directory.
+    #[arg(long)]
+    pub listen: String,
+    /// Port of the socket file when --listen is a directory (SOCKETDIR/.s.PGSQL.PORT).
+    #[arg(long, default_value_t = 5432)]
+    pub port: u16,
+    /// The server half (HOST:PORT).
+    #[arg(long)]
+    pub server: String,
+    /// Compression method in both directions: zstd[:LEVEL], lz4[:LEVEL] or none.
+    #[arg(long, default_value = "zstd:1")]
+    pub method: String,
+    /// Name the server half's certificate must carry (default: the host of --server).
+    #[arg(long)]
+    pub server_name: Option<String>,
+    /// Certificate (PEM) to serve TLS to applications that ask (sslmode=require).
+    #[arg(long, requires = "local_key")]
+    pub local_cert: Option<PathBuf>,
+    /// Private key (PEM) for --local-cert.
+    #[arg(long, requires = "local_cert")]
+    pub local_key: Option<PathBuf>,
+    /// Message types compressed from the application (type bytes: d CopyData, D DataRow, Q Query).
+    #[arg(long, default_value = "dDQ")]
+    pub compress_types: String,
+    /// Smallest message (bytes, header included) that starts a compressed run.
+    #[arg(long, default_value_t = 60)]
+    pub threshold: usize,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Args, Debug)]
+pub struct StatsArgs {
+    /// The stats file.
+    pub file: PathBuf,
+    /// Print the file's JSON object.
+    #[arg(long)]
+    pub json: bool,
+}

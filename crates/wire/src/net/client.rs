@@ -1,0 +1,307 @@
+//! The client half: accepts applications (TCP or a Unix socket), answers their encryption
+//! requests, then carries each connection over its own TLS link to the server half.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use codec::Spec;
+use rustls_pki_types::ServerName;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_rustls::{TlsAcceptor, TlsConnector};
+
+use super::endpoint::{Endpoint, Stream};
+use super::error::NetError;
+use super::meter::{MeterTargets, Metered};
+use super::pump::{self, DirectionCtx};
+use super::sender::Sender;
+use super::server::OpenGuard;
+use super::stats::{ConnectionReport, DirectionCounters, Half, Stats, StatsSnapshot};
+use super::{serve, Report, Reporter, Shutdown, HANDSHAKE_TIMEOUT};
+use crate::framer::{Framer, Kind};
+use crate::link::{Accept, Hello, LinkDecoder, LinkEncoder, Reply, SenderConfig, TagSet};
+use crate::Direction;
+
+/// Time an application gets to send its startup packet (PostgreSQL's
+/// `authentication_timeout` default).
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How the client half runs.
+#[derive(Clone)]
+pub struct ClientConfig {
+    /// Where applications connect.
+    pub listen: Endpoint,
+    /// The server half, `HOST:PORT`.
+    pub server: String,
+    /// Name the server half's certificate must carry.
+    pub server_name: String,
+    /// Method asked for in both directions.
+    pub method: Spec,
+    /// CA the server half's certificate must chain to.
+    pub ca: PathBuf,
+    /// This half's client certificate chain.
+    pub cert: PathBuf,
+    /// This half's private key.
+    pub key: PathBuf,
+    /// Certificate and key to serve TLS to applications that send SSLRequest; without them
+    /// SSLRequest is answered 'N'.
+    pub local_tls: Option<(PathBuf, PathBuf)>,
+    /// Message types compressed frontend->backend.
+    pub compress_types: TagSet,
+    /// Smallest message compressed.
+    pub threshold: usize,
+    /// Stats file, rewritten every second and at exit.
+    pub stats_file: Option<PathBuf>,
+    /// Time open connections get after a shutdown.
+    pub drain_timeout: Duration,
+}
+
+struct Shared {
+    config: ClientConfig,
+    connector: TlsConnector,
+    server_name: ServerName<'static>,
+    local: Option<TlsAcceptor>,
+    stats: Arc<Stats>,
+    report: Reporter,
+}
+
+/// Runs the client half until `shutdown`, then drains; returns the final totals.
+pub async fn run_client(
+    config: ClientConfig,
+    shutdown: Shutdown,
+    report: Reporter,
+) -> Result<StatsSnapshot, NetError> {
+    crate::link::check_spec(&config.method)?;
+    let tls = super::tls::link_client_config(&config.ca, &config.cert, &config.key)?;
+    let local = match &config.local_tls {
+        Some((cert, key)) => Some(TlsAcceptor::from(super::tls::local_server_config(
+            cert, key,
+        )?)),
+        None => None,
+    };
+    let server_name = ServerName::try_from(config.server_name.clone())
+        .map_err(|e| NetError::Config(format!("server name \"{}\": {e}", config.server_name)))?;
+    let listener = config.listen.bind().await?;
+    let stats = Arc::new(Stats::new(Half::Client, config.method.to_string()));
+    let stats_file = config.stats_file.clone();
+    let drain = config.drain_timeout;
+    let shared = Arc::new(Shared {
+        config,
+        connector: TlsConnector::from(tls),
+        server_name,
+        local,
+        stats: stats.clone(),
+        report: report.clone(),
+    });
+    report(Report::Listening {
+        half: Half::Client,
+        address: listener.address(),
+    });
+    serve(
+        stats,
+        stats_file.as_deref(),
+        drain,
+        shutdown,
+        report,
+        || listener.accept(),
+        move |stream, peer| serve_app(stream, peer, shared.clone()),
+    )
+    .await
+}
+
+async fn serve_app(app: Stream, peer: String, shared: Arc<Shared>) {
+    let started = Instant::now();
+    let stats = &shared.stats;
+    let id = stats.total.fetch_add(1, Ordering::Relaxed) + 1;
+    stats.open.fetch_add(1, Ordering::Relaxed);
+    let _guard = OpenGuard(stats.clone());
+    let conn_f2b = Arc::new(DirectionCounters::default());
+    let conn_b2f = Arc::new(DirectionCounters::default());
+    let result = carry(app, &shared, [conn_f2b.clone(), conn_b2f.clone()]).await;
+    let error = result.err().map(|e| {
+        if e.is_link_data() {
+            stats.decompression_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        e.to_string()
+    });
+    (shared.report)(Report::Connection(ConnectionReport {
+        id,
+        peer,
+        duration_secs: started.elapsed().as_secs_f64(),
+        frontend_to_backend: conn_f2b.snapshot(),
+        backend_to_frontend: conn_b2f.snapshot(),
+        error,
+    }));
+}
+
+/// The application's first packet, after any encryption request was answered.
+struct First {
+    app: Stream,
+    framer: Framer,
+    packet: Vec<u8>,
+    rest: Vec<u8>,
+}
+
+/// Reads until the StartupMessage or CancelRequest, answering SSLRequest ('S' and TLS with
+/// a local certificate, else 'N') and GSSENCRequest ('N') on the way. Bytes sent after an
+/// encryption request before its answer end the connection (CVE-2021-23214).
+async fn first_packet(mut app: Stream, local: Option<&TlsAcceptor>) -> Result<First, NetError> {
+    let mut framer = Framer::new(Direction::FrontendToBackend);
+    let mut buf: Vec<u8> = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(msg) = framer.poll(&buf)? {
+            let len = msg.bytes.len();
+            match msg.kind {
+                Kind::SslRequest | Kind::GssEncRequest => {
+                    let tls = matches!(msg.kind, Kind::SslRequest) && local.is_some();
+                    buf.drain(..len);
+                    // Anything already here was sent before the answer: refused.
+                    framer.poll(&buf)?;
+                    app.write_all(if tls { b"S" } else { b"N" })
+                        .await
+                        .map_err(|e| NetError::io("answering the encryption request", e))?;
+                    app.flush()
+                        .await
+                        .map_err(|e| NetError::io("answering the encryption request", e))?;
+                    if let (true, Some(acceptor)) = (tls, local) {
+                        let s = acceptor
+                            .accept(app)
+                            .await
+                            .map_err(|e| NetError::Tls(format!("application TLS: {e}")))?;
+                        app = Box::new(s);
+                    }
+                    framer.resume_after_answer();
+                    continue;
+                }
+                _ => {
+                    let packet = buf[..len].to_vec();
+                    buf.drain(..len);
+                    return Ok(First {
+                        app,
+                        framer,
+                        packet,
+                        rest: buf,
+                    });
+                }
+            }
+        }
+        let n = app
+            .read(&mut chunk)
+            .await
+            .map_err(|e| NetError::io("reading the startup packet", e))?;
+        if n == 0 {
+            framer.finish(&buf)?;
+            return Err(NetError::io(
+                "reading the startup packet",
+                std::io::ErrorKind::UnexpectedEof.into(),
+            ));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+type Link = tokio_rustls::client::TlsStream<Metered<Stream>>;
+
+/// Opens the link: TCP, TLS, Hello and the server half's answer.
+async fn open_link(
+    shared: &Shared,
+    targets: MeterTargets,
+) -> Result<(Link, Accept, Vec<u8>), NetError> {
+    let config = &shared.config;
+    let work = async {
+        let tcp = Endpoint::Tcp(config.server.clone()).connect().await?;
+        let mut tls = shared
+            .connector
+            .connect(shared.server_name.clone(), Metered::new(tcp, targets))
+            .await
+            .map_err(|e| NetError::Tls(format!("to the server half {}: {e}", config.server)))?;
+        let mut out = Vec::new();
+        Hello::new(config.method, config.method).encode(&mut out)?;
+        tls.write_all(&out)
+            .await
+            .map_err(|e| NetError::io("writing the link Hello", e))?;
+        tls.flush()
+            .await
+            .map_err(|e| NetError::io("writing the link Hello", e))?;
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 2048];
+        let (reply, used) = loop {
+            if let Some(r) = Reply::decode(&buf)? {
+                break r;
+            }
+            let n = tls
+                .read(&mut chunk)
+                .await
+                .map_err(|e| NetError::io("reading the link Accept", e))?;
+            if n == 0 {
+                return Err(NetError::Refused(
+                    "the server half closed the link during the handshake".to_owned(),
+                ));
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        };
+        match reply {
+            Reply::Refuse(reason) => Err(NetError::Refused(reason)),
+            Reply::Accept(accept) => {
+                buf.drain(..used);
+                Ok((tls, accept, buf))
+            }
+        }
+    };
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, work)
+        .await
+        .map_err(|_| NetError::Timeout(format!("link handshake with {}", config.server)))?
+}
+
+async fn carry(
+    app: Stream,
+    shared: &Shared,
+    conn: [Arc<DirectionCounters>; 2],
+) -> Result<(), NetError> {
+    let [conn_f2b, conn_b2f] = conn;
+    let first = tokio::time::timeout(STARTUP_TIMEOUT, first_packet(app, shared.local.as_ref()))
+        .await
+        .map_err(|_| NetError::Timeout("waiting for the startup packet".to_owned()))??;
+    let stats = &shared.stats;
+    // The client half writes frontend->backend link bytes and reads backend->frontend ones.
+    let targets = MeterTargets {
+        read: [conn_b2f.clone(), stats.b2f.clone()],
+        written: [conn_f2b.clone(), stats.f2b.clone()],
+    };
+    let (link, accept, rest) = open_link(shared, targets).await?;
+    let config = &shared.config;
+    let encoder = LinkEncoder::new(
+        Direction::FrontendToBackend,
+        SenderConfig {
+            spec: accept.frontend_spec,
+            compress: config.compress_types.clone(),
+            threshold: config.threshold,
+        },
+    )?;
+    let decoder = LinkDecoder::new(Direction::BackendToFrontend, accept.backend_spec)?;
+    let mut sender = Sender::new(first.framer, encoder);
+    sender.push_message(None, &first.packet)?;
+    sender.feed(&first.rest)?;
+    let ready = Arc::new(AtomicBool::new(false));
+    let f2b = DirectionCtx {
+        direction: Direction::FrontendToBackend,
+        ready: ready.clone(),
+        counters: [conn_f2b, stats.f2b.clone()],
+        tap: None,
+    };
+    let b2f = DirectionCtx {
+        direction: Direction::BackendToFrontend,
+        ready,
+        counters: [conn_b2f, stats.b2f.clone()],
+        tap: None,
+    };
+    let (link_r, link_w) = tokio::io::split(link);
+    let (app_r, app_w) = tokio::io::split(first.app);
+    tokio::try_join!(
+        pump::encode(app_r, link_w, sender, &f2b),
+        pump::decode(link_r, app_w, decoder, rest, &b2f),
+    )?;
+    Ok(())
+}

@@ -1,0 +1,203 @@
+//! The async tunnel halves (feature `net`): sockets, TLS and the pumps around the sans-IO
+//! [`crate::framer`] and [`crate::link`] (docs/TUNNEL.md).
+//!
+//! [`run_server`] runs beside PostgreSQL, [`run_client`] beside the applications; both serve
+//! until their [`Shutdown`] is triggered, then drain. [`run_blocking`] runs either on a
+//! multi-threaded runtime with SIGTERM and SIGINT wired to the shutdown, for the CLI.
+
+mod client;
+mod endpoint;
+pub mod error;
+pub mod keys;
+mod meter;
+mod pump;
+mod sender;
+mod server;
+pub mod stats;
+pub mod tap;
+pub mod tls;
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use client::{run_client, ClientConfig};
+pub use endpoint::Endpoint;
+pub use error::NetError;
+pub use keys::{write_keys, KeysConfig};
+pub use server::{run_server, ServerConfig};
+pub use stats::{ConnectionReport, DirectionStats, Half, StatsSnapshot};
+pub use tap::{FrameTap, TapEvent};
+
+use stats::Stats;
+
+/// Default time open connections get to finish after a shutdown.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// Time a peer gets for the TLS and link handshakes, and a half for reaching the other end.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Something a running half tells its caller.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Report {
+    /// The half accepts connections at `address` (a socket address or a socket path).
+    Listening {
+        /// Which half.
+        half: Half,
+        /// Where.
+        address: String,
+    },
+    /// A link peer was refused (TLS or link handshake).
+    Refused {
+        /// The peer's address.
+        peer: String,
+        /// Why.
+        reason: String,
+    },
+    /// A connection ended.
+    Connection(ConnectionReport),
+    /// A shutdown began; `open` connections are draining.
+    Draining {
+        /// Connections still open.
+        open: u64,
+    },
+}
+
+/// Receives the [`Report`]s of a half; must be quick.
+pub type Reporter = Arc<dyn Fn(Report) + Send + Sync>;
+
+/// Tells a running half to stop accepting and drain. Clones share the signal.
+#[derive(Clone, Debug)]
+pub struct Shutdown {
+    tx: Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+impl Default for Shutdown {
+    fn default() -> Self {
+        Shutdown::new()
+    }
+}
+
+impl Shutdown {
+    /// A shutdown not yet triggered.
+    pub fn new() -> Self {
+        Shutdown {
+            tx: Arc::new(tokio::sync::watch::Sender::new(false)),
+        }
+    }
+
+    /// Starts the shutdown.
+    pub fn trigger(&self) {
+        self.tx.send_replace(true);
+    }
+
+    /// True once triggered.
+    pub fn is_triggered(&self) -> bool {
+        *self.tx.borrow()
+    }
+
+    /// Waits until triggered.
+    pub async fn triggered(&self) {
+        let mut rx = self.tx.subscribe();
+        // The sender lives in `self`, so the channel cannot close while waiting.
+        let _ = rx.wait_for(|v| *v).await;
+    }
+}
+
+/// Runs `half` (from [`run_client`] or [`run_server`]) on a multi-threaded runtime until it
+/// returns; SIGTERM and SIGINT trigger its shutdown.
+pub fn run_blocking<F, Fut>(half: F) -> Result<StatsSnapshot, NetError>
+where
+    F: FnOnce(Shutdown) -> Fut,
+    Fut: Future<Output = Result<StatsSnapshot, NetError>>,
+{
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| NetError::io("starting the async runtime", e))?;
+    runtime.block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let shutdown = Shutdown::new();
+        let mut term = signal(SignalKind::terminate())
+            .map_err(|e| NetError::io("installing the SIGTERM handler", e))?;
+        let mut int = signal(SignalKind::interrupt())
+            .map_err(|e| NetError::io("installing the SIGINT handler", e))?;
+        let trigger = shutdown.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            trigger.trigger();
+        });
+        half(shutdown).await
+    })
+}
+
+/// Writes the stats file once a second until dropped (the caller writes the final one).
+fn spawn_stats_writer(
+    stats: Arc<Stats>,
+    path: Option<PathBuf>,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let path = path?;
+    Some(tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            // A failed periodic write is retried next second; the final one reports errors.
+            let _ = stats.snapshot().write_atomic(&path);
+        }
+    }))
+}
+
+/// Serves connections from `accept` until the shutdown, then drains them for at most
+/// `drain_timeout` and writes the final stats. Shared by both halves.
+async fn serve<A, AF, H, HF>(
+    stats: Arc<Stats>,
+    stats_file: Option<&Path>,
+    drain_timeout: Duration,
+    shutdown: Shutdown,
+    report: Reporter,
+    mut accept: A,
+    handle: H,
+) -> Result<StatsSnapshot, NetError>
+where
+    A: FnMut() -> AF,
+    AF: Future<Output = std::io::Result<(endpoint::Stream, String)>>,
+    H: Fn(endpoint::Stream, String) -> HF,
+    HF: Future<Output = ()> + Send + 'static,
+{
+    let writer = spawn_stats_writer(stats.clone(), stats_file.map(Path::to_path_buf));
+    let mut tasks = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = shutdown.triggered() => break,
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+            r = accept() => match r {
+                Ok((stream, peer)) => { tasks.spawn(handle(stream, peer)); }
+                // Out of descriptors and the like: keep serving the open connections.
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            },
+        }
+    }
+    report(Report::Draining {
+        open: tasks.len() as u64,
+    });
+    let drained = tokio::time::timeout(drain_timeout, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+    }
+    if let Some(w) = writer {
+        w.abort();
+    }
+    let snapshot = stats.snapshot();
+    if let Some(path) = stats_file {
+        snapshot.write_atomic(path)?;
+    }
+    Ok(snapshot)
+}

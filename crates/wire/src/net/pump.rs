@@ -1,0 +1,249 @@
+//! Moves one connection's bytes: an encoding direction (PostgreSQL bytes to link frames) and
+//! a decoding direction (link frames to PostgreSQL bytes), with bounded buffers.
+
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::Poll;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+
+use super::error::NetError;
+use super::sender::Sender;
+use super::stats::DirectionCounters;
+use super::tap::{FrameTap, TapEvent};
+use crate::link::frame::{self, parse_header, HEADER_LEN};
+use crate::link::{Counters, Event, LinkDecoder};
+use crate::Direction;
+
+/// Stop reading a source while this many link bytes wait to be written.
+pub(crate) const HIGH_WATER: usize = 256 * 1024;
+/// Bytes asked for per read.
+const READ_SIZE: usize = 64 * 1024;
+
+/// What one direction of one connection shares with the rest.
+pub(crate) struct DirectionCtx {
+    /// The direction.
+    pub(crate) direction: Direction,
+    /// The connection's "session ready" flag: set by the server half's backend->frontend
+    /// encoder after the first ReadyForQuery, or by the client half's backend->frontend
+    /// decoder on the Ready frame; read by the other direction.
+    pub(crate) ready: Arc<AtomicBool>,
+    /// The connection's and the half's counters of this direction.
+    pub(crate) counters: [Arc<DirectionCounters>; 2],
+    /// The test tap, if any.
+    pub(crate) tap: Option<FrameTap>,
+}
+
+impl DirectionCtx {
+    fn add(&self, before: &Counters, now: &Counters) {
+        for c in &self.counters {
+            c.add_delta(before, now);
+        }
+    }
+}
+
+/// Reads what is ready now without waiting: `None` if a read would block.
+async fn read_now<R: AsyncRead + Unpin>(
+    src: &mut R,
+    buf: &mut [u8],
+) -> Option<std::io::Result<usize>> {
+    poll_fn(|cx| {
+        let mut rb = ReadBuf::new(buf);
+        match Pin::new(&mut *src).poll_read(cx, &mut rb) {
+            Poll::Ready(Ok(())) => Poll::Ready(Some(Ok(rb.filled().len()))),
+            Poll::Ready(Err(e)) => Poll::Ready(Some(Err(e))),
+            Poll::Pending => Poll::Ready(None),
+        }
+    })
+    .await
+}
+
+fn tap_frames(tap: &FrameTap, direction: Direction, mut bytes: &[u8], seen_ready: &mut bool) {
+    while let Ok(Some(h)) = parse_header(direction, 0, bytes) {
+        tap(TapEvent {
+            direction,
+            frame_type: h.frame_type,
+            payload_len: h.payload_len,
+            before_ready: !*seen_ready,
+        });
+        if h.frame_type == frame::READY {
+            *seen_ready = true;
+        }
+        bytes = bytes.get(h.frame_len()..).unwrap_or_default();
+    }
+}
+
+/// Reads PostgreSQL bytes from `src` and writes link frames to `dst` until `src` ends, then
+/// shuts down `dst`'s write side. Flushes the chunk in progress whenever `src` has nothing
+/// more ready, and stops reading while [`HIGH_WATER`] link bytes wait.
+pub(crate) async fn encode<R, W>(
+    mut src: R,
+    mut dst: W,
+    mut sender: Sender,
+    ctx: &DirectionCtx,
+) -> Result<(), NetError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let what = |w: &str| format!("{} {w}", ctx.direction);
+    let mut buf = vec![0u8; READ_SIZE];
+    let mut seen_ready = false;
+    let mut eof = false;
+    let mut counted = sender.counters();
+    // The first packet pushed before the loop (the client half's) goes out at once.
+    let mut first = sender.pending() > 0;
+    while !eof {
+        let mut idle = first;
+        first = false;
+        if !idle {
+            let n = src
+                .read(&mut buf)
+                .await
+                .map_err(|e| NetError::io(what("read"), e))?;
+            if n == 0 {
+                eof = true;
+            } else {
+                feed(&mut sender, &buf[..n], ctx)?;
+            }
+            idle = eof;
+            while !eof && sender.pending() < HIGH_WATER {
+                match read_now(&mut src, &mut buf).await {
+                    None => {
+                        idle = true;
+                        break;
+                    }
+                    Some(Ok(0)) => {
+                        eof = true;
+                        idle = true;
+                    }
+                    Some(Ok(n)) => feed(&mut sender, &buf[..n], ctx)?,
+                    Some(Err(e)) => return Err(NetError::io(what("read"), e)),
+                }
+            }
+        }
+        if eof {
+            sender.finish()?;
+        } else if idle {
+            sender.flush()?;
+        }
+        if ctx.direction == Direction::BackendToFrontend && sender.is_ready() {
+            // Set before the Ready frame is written: the peer may compress once it sees it,
+            // and this half's frontend->backend decoder must accept those chunks.
+            ctx.ready.store(true, Ordering::Release);
+        }
+        let out = sender.output();
+        if let Some(tap) = &ctx.tap {
+            tap_frames(tap, ctx.direction, out, &mut seen_ready);
+        }
+        let n = out.len();
+        dst.write_all(out)
+            .await
+            .map_err(|e| NetError::io(what("write"), e))?;
+        sender.consume(n);
+        dst.flush()
+            .await
+            .map_err(|e| NetError::io(what("write"), e))?;
+        let now = sender.counters();
+        ctx.add(&counted, &now);
+        counted = now;
+    }
+    dst.shutdown()
+        .await
+        .map_err(|e| NetError::io(what("shutdown"), e))?;
+    Ok(())
+}
+
+fn feed(sender: &mut Sender, bytes: &[u8], ctx: &DirectionCtx) -> Result<(), NetError> {
+    if ctx.direction == Direction::FrontendToBackend && ctx.ready.load(Ordering::Acquire) {
+        sender.session_ready();
+    }
+    sender.feed(bytes)
+}
+
+/// Reads link frames from `src` and writes the PostgreSQL bytes they carry to `dst` until
+/// `src` ends, then shuts down `dst`'s write side.
+pub(crate) async fn decode<R, W>(
+    mut src: R,
+    mut dst: W,
+    mut decoder: LinkDecoder,
+    initial: Vec<u8>,
+    ctx: &DirectionCtx,
+) -> Result<(), NetError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let what = |w: &str| format!("{} {w}", ctx.direction);
+    let mut buf = vec![0u8; READ_SIZE];
+    let mut input: Vec<u8> = initial;
+    let mut out: Vec<u8> = Vec::new();
+    let mut told_ready = false;
+    let mut counted = decoder.counters();
+    // Link bytes that arrived with the handshake are decoded before the first read.
+    let mut read_first = input.is_empty();
+    loop {
+        if read_first {
+            let n = src
+                .read(&mut buf)
+                .await
+                .map_err(|e| NetError::io(what("read"), e))?;
+            if n == 0 {
+                decoder.finish(&input)?;
+                break;
+            }
+            input.extend_from_slice(&buf[..n]);
+        }
+        read_first = true;
+        let mut at = 0;
+        loop {
+            if ctx.direction == Direction::FrontendToBackend
+                && !told_ready
+                && ctx.ready.load(Ordering::Acquire)
+            {
+                decoder.session_ready();
+                told_ready = true;
+            }
+            let rest = &input[at..];
+            let Some(d) = decoder.decode(rest, &mut out)? else {
+                break;
+            };
+            if let Some(tap) = &ctx.tap {
+                tap(TapEvent {
+                    direction: ctx.direction,
+                    frame_type: rest[0],
+                    payload_len: d.consumed - HEADER_LEN,
+                    before_ready: !told_ready,
+                });
+            }
+            at += d.consumed;
+            if d.event == Some(Event::SessionReady) {
+                ctx.ready.store(true, Ordering::Release);
+                told_ready = true;
+            }
+            if out.len() >= HIGH_WATER {
+                dst.write_all(&out)
+                    .await
+                    .map_err(|e| NetError::io(what("write"), e))?;
+                out.clear();
+            }
+        }
+        input.drain(..at);
+        dst.write_all(&out)
+            .await
+            .map_err(|e| NetError::io(what("write"), e))?;
+        out.clear();
+        dst.flush()
+            .await
+            .map_err(|e| NetError::io(what("write"), e))?;
+        let now = decoder.counters();
+        ctx.add(&counted, &now);
+        counted = now;
+    }
+    dst.shutdown()
+        .await
+        .map_err(|e| NetError::io(what("shutdown"), e))?;
+    Ok(())
+}

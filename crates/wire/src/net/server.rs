@@ -1,0 +1,234 @@
+//! The server half: accepts link connections from client halves (TLS 1.3, client
+//! certificates), and only after both handshakes opens the PostgreSQL connection.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_rustls::TlsAcceptor;
+
+use super::endpoint::{Endpoint, Stream};
+use super::error::NetError;
+use super::meter::{MeterTargets, Metered};
+use super::pump::{self, DirectionCtx};
+use super::sender::Sender;
+use super::stats::{ConnectionReport, DirectionCounters, Half, Stats, StatsSnapshot};
+use super::tap::FrameTap;
+use super::{serve, Report, Reporter, Shutdown, HANDSHAKE_TIMEOUT};
+use crate::framer::Framer;
+use crate::link::frame::{HEADER_LEN, MAX_HANDSHAKE_PAYLOAD};
+use crate::link::{check_spec, Hello, LinkDecoder, LinkEncoder, Reply, SenderConfig};
+use crate::Direction;
+
+/// How the server half runs.
+#[derive(Clone)]
+pub struct ServerConfig {
+    /// Where client halves connect (`ADDR:PORT`).
+    pub listen: Endpoint,
+    /// PostgreSQL.
+    pub upstream: Endpoint,
+    /// CA that client certificates must chain to.
+    pub ca: PathBuf,
+    /// This half's certificate chain.
+    pub cert: PathBuf,
+    /// This half's private key.
+    pub key: PathBuf,
+    /// Stats file, rewritten every second and at exit.
+    pub stats_file: Option<PathBuf>,
+    /// Time open connections get after a shutdown.
+    pub drain_timeout: Duration,
+    /// A test hook seeing every link frame after the handshake.
+    pub tap: Option<FrameTap>,
+}
+
+struct Shared {
+    acceptor: TlsAcceptor,
+    upstream: Endpoint,
+    stats: Arc<Stats>,
+    report: Reporter,
+    tap: Option<FrameTap>,
+}
+
+/// Runs the server half until `shutdown`, then drains; returns the final totals.
+pub async fn run_server(
+    config: ServerConfig,
+    shutdown: Shutdown,
+    report: Reporter,
+) -> Result<StatsSnapshot, NetError> {
+    let tls = super::tls::link_server_config(&config.ca, &config.cert, &config.key)?;
+    let listener = config.listen.bind().await?;
+    let stats = Arc::new(Stats::new(Half::Server, "any".to_owned()));
+    let shared = Arc::new(Shared {
+        acceptor: TlsAcceptor::from(tls),
+        upstream: config.upstream.clone(),
+        stats: stats.clone(),
+        report: report.clone(),
+        tap: config.tap.clone(),
+    });
+    report(Report::Listening {
+        half: Half::Server,
+        address: listener.address(),
+    });
+    serve(
+        stats,
+        config.stats_file.as_deref(),
+        config.drain_timeout,
+        shutdown,
+        report,
+        || listener.accept(),
+        move |stream, peer| serve_link(stream, peer, shared.clone()),
+    )
+    .await
+}
+
+/// Decrements the open count however the connection ends (also when aborted).
+pub(crate) struct OpenGuard(pub(crate) Arc<Stats>);
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+async fn serve_link(stream: Stream, peer: String, shared: Arc<Shared>) {
+    let started = Instant::now();
+    let conn_f2b = Arc::new(DirectionCounters::default());
+    let conn_b2f = Arc::new(DirectionCounters::default());
+    let stats = &shared.stats;
+    // The server half reads frontend->backend link bytes and writes backend->frontend ones.
+    let targets = MeterTargets {
+        read: [conn_f2b.clone(), stats.f2b.clone()],
+        written: [conn_b2f.clone(), stats.b2f.clone()],
+    };
+    let link = Metered::new(stream, targets);
+    let (link, hello, rest) = match handshake(link, &shared.acceptor).await {
+        Ok(v) => v,
+        Err(e) => {
+            stats.refused.fetch_add(1, Ordering::Relaxed);
+            (shared.report)(Report::Refused {
+                peer,
+                reason: e.to_string(),
+            });
+            return;
+        }
+    };
+    let id = stats.total.fetch_add(1, Ordering::Relaxed) + 1;
+    stats.open.fetch_add(1, Ordering::Relaxed);
+    let _guard = OpenGuard(stats.clone());
+    let result = pump_link(
+        link,
+        hello,
+        rest,
+        &shared,
+        [conn_f2b.clone(), conn_b2f.clone()],
+    )
+    .await;
+    let error = result.err().map(|e| {
+        if e.is_link_data() {
+            stats.decompression_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        e.to_string()
+    });
+    (shared.report)(Report::Connection(ConnectionReport {
+        id,
+        peer,
+        duration_secs: started.elapsed().as_secs_f64(),
+        frontend_to_backend: conn_f2b.snapshot(),
+        backend_to_frontend: conn_b2f.snapshot(),
+        error,
+    }));
+}
+
+type Link = tokio_rustls::server::TlsStream<Metered<Stream>>;
+
+/// TLS accept and the link Hello; nothing reaches PostgreSQL before both succeed.
+async fn handshake(
+    link: Metered<Stream>,
+    acceptor: &TlsAcceptor,
+) -> Result<(Link, Hello, Vec<u8>), NetError> {
+    let work = async {
+        let mut tls = acceptor
+            .accept(link)
+            .await
+            .map_err(|e| NetError::Tls(e.to_string()))?;
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 1024];
+        let (hello, used) = loop {
+            if let Some(h) = Hello::decode(&buf)? {
+                break h;
+            }
+            if buf.len() > HEADER_LEN + MAX_HANDSHAKE_PAYLOAD as usize {
+                return Err(NetError::Refused("oversized Hello".to_owned()));
+            }
+            let n = tls
+                .read(&mut chunk)
+                .await
+                .map_err(|e| NetError::io("reading the link Hello", e))?;
+            if n == 0 {
+                return Err(NetError::Refused(
+                    "the peer closed before its Hello".to_owned(),
+                ));
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        };
+        let reply = hello.answer(|s| check_spec(s).is_ok());
+        let mut out = Vec::new();
+        reply.encode(&mut out)?;
+        tls.write_all(&out)
+            .await
+            .map_err(|e| NetError::io("writing the link Accept", e))?;
+        tls.flush()
+            .await
+            .map_err(|e| NetError::io("writing the link Accept", e))?;
+        if let Reply::Refuse(reason) = reply {
+            let _ = tls.shutdown().await;
+            return Err(NetError::Refused(reason));
+        }
+        buf.drain(..used);
+        Ok((tls, hello, buf))
+    };
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, work)
+        .await
+        .map_err(|_| NetError::Timeout("TLS and link handshake".to_owned()))?
+}
+
+async fn pump_link(
+    link: Link,
+    hello: Hello,
+    rest: Vec<u8>,
+    shared: &Shared,
+    conn: [Arc<DirectionCounters>; 2],
+) -> Result<(), NetError> {
+    let [conn_f2b, conn_b2f] = conn;
+    let pg = tokio::time::timeout(HANDSHAKE_TIMEOUT, shared.upstream.connect())
+        .await
+        .map_err(|_| NetError::Timeout(format!("connecting to {}", shared.upstream)))??;
+    let decoder = LinkDecoder::new(Direction::FrontendToBackend, hello.frontend_spec)?;
+    let encoder = LinkEncoder::new(
+        Direction::BackendToFrontend,
+        SenderConfig::new(hello.backend_spec),
+    )?;
+    let sender = Sender::new(Framer::new(Direction::BackendToFrontend), encoder);
+    let ready = Arc::new(AtomicBool::new(false));
+    let f2b = DirectionCtx {
+        direction: Direction::FrontendToBackend,
+        ready: ready.clone(),
+        counters: [conn_f2b, shared.stats.f2b.clone()],
+        tap: shared.tap.clone(),
+    };
+    let b2f = DirectionCtx {
+        direction: Direction::BackendToFrontend,
+        ready,
+        counters: [conn_b2f, shared.stats.b2f.clone()],
+        tap: shared.tap.clone(),
+    };
+    let (link_r, link_w) = tokio::io::split(link);
+    let (pg_r, pg_w) = tokio::io::split(pg);
+    tokio::try_join!(
+        pump::decode(link_r, pg_w, decoder, rest, &f2b),
+        pump::encode(pg_r, link_w, sender, &b2f),
+    )?;
+    Ok(())
+}

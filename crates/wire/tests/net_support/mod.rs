@@ -1,0 +1,187 @@
+//! Runs both tunnel halves in-process against a pgtest cluster, for the `net` tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pgtest::Cluster;
+use wire::link::{parse_spec, TagSet};
+use wire::net::{
+    run_client, run_server, ClientConfig, ConnectionReport, Endpoint, FrameTap, Half, KeysConfig,
+    Report, Reporter, ServerConfig, Shutdown, StatsSnapshot, TapEvent,
+};
+
+/// Writes a fresh CA and certificates into `dir`.
+pub fn keys(dir: &Path) -> PathBuf {
+    wire::net::write_keys(&KeysConfig {
+        dir: dir.to_path_buf(),
+        days: 2,
+        server_names: Vec::new(),
+        force: false,
+    })
+    .expect("tunnel keys");
+    dir.to_path_buf()
+}
+
+/// Both halves running on their own runtime.
+pub struct Tunnel {
+    pub runtime: tokio::runtime::Runtime,
+    pub keys: PathBuf,
+    pub server_addr: String,
+    pub client_addr: String,
+    pub server_shutdown: Shutdown,
+    pub client_shutdown: Shutdown,
+    server_task: Option<tokio::task::JoinHandle<Result<StatsSnapshot, wire::net::NetError>>>,
+    client_task: Option<tokio::task::JoinHandle<Result<StatsSnapshot, wire::net::NetError>>>,
+    pub server_reports: Arc<Mutex<Vec<Report>>>,
+    pub client_reports: Arc<Mutex<Vec<Report>>>,
+    pub frames: Arc<Mutex<Vec<TapEvent>>>,
+    _dir: tempfile::TempDir,
+}
+
+fn collector(half: Half) -> (Reporter, Arc<Mutex<Vec<Report>>>, mpsc::Receiver<String>) {
+    let all = Arc::new(Mutex::new(Vec::new()));
+    let (tx, rx) = mpsc::channel();
+    let tx = Mutex::new(tx);
+    let sink = all.clone();
+    let reporter: Reporter = Arc::new(move |r: Report| {
+        if let Report::Listening { address, .. } = &r {
+            let _ = tx.lock().expect("lock").send(address.clone());
+        }
+        eprintln!("[{half}] {r:?}");
+        sink.lock().expect("lock").push(r);
+    });
+    (reporter, all, rx)
+}
+
+impl Tunnel {
+    /// Starts a server half in front of `upstream` and a client half (TCP, loopback) using
+    /// `method`.
+    pub fn start(upstream: Endpoint, method: &str) -> Tunnel {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let keys = keys(&dir.path().join("keys"));
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let frames = Arc::new(Mutex::new(Vec::new()));
+        let sink = frames.clone();
+        let tap: FrameTap = Arc::new(move |e| sink.lock().expect("lock").push(e));
+        let (s_rep, server_reports, s_rx) = collector(Half::Server);
+        let server_shutdown = Shutdown::new();
+        let server_task = runtime.spawn(run_server(
+            ServerConfig {
+                listen: Endpoint::Tcp("127.0.0.1:0".into()),
+                upstream,
+                ca: keys.join("ca.pem"),
+                cert: keys.join("server.pem"),
+                key: keys.join("server-key.pem"),
+                stats_file: Some(dir.path().join("server-stats.json")),
+                drain_timeout: Duration::from_secs(30),
+                tap: Some(tap),
+            },
+            server_shutdown.clone(),
+            s_rep,
+        ));
+        let server_addr = s_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("server half listening");
+        let (c_rep, client_reports, c_rx) = collector(Half::Client);
+        let client_shutdown = Shutdown::new();
+        let client_task = runtime.spawn(run_client(
+            ClientConfig {
+                listen: Endpoint::Tcp("127.0.0.1:0".into()),
+                server: server_addr.clone(),
+                server_name: "localhost".into(),
+                method: parse_spec(method).expect("method"),
+                ca: keys.join("ca.pem"),
+                cert: keys.join("client.pem"),
+                key: keys.join("client-key.pem"),
+                local_tls: None,
+                compress_types: TagSet::default(),
+                threshold: 60,
+                stats_file: Some(dir.path().join("client-stats.json")),
+                drain_timeout: Duration::from_secs(30),
+            },
+            client_shutdown.clone(),
+            c_rep,
+        ));
+        let client_addr = c_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("client half listening");
+        Tunnel {
+            runtime,
+            keys,
+            server_addr,
+            client_addr,
+            server_shutdown,
+            client_shutdown,
+            server_task: Some(server_task),
+            client_task: Some(client_task),
+            server_reports,
+            client_reports,
+            frames,
+            _dir: dir,
+        }
+    }
+
+    /// The client half's port.
+    pub fn client_port(&self) -> String {
+        self.client_addr
+            .rsplit_once(':')
+            .expect("addr")
+            .1
+            .to_owned()
+    }
+
+    /// Stops both halves (client first) and returns their final (client, server) totals.
+    pub fn stop(mut self) -> (StatsSnapshot, StatsSnapshot) {
+        self.client_shutdown.trigger();
+        self.server_shutdown.trigger();
+        let c = self.client_task.take().expect("client task");
+        let s = self.server_task.take().expect("server task");
+        self.runtime.block_on(async {
+            let c = c.await.expect("join").expect("client half");
+            let s = s.await.expect("join").expect("server half");
+            (c, s)
+        })
+    }
+
+    /// Connections the server half reported as ended.
+    pub fn server_connections(&self) -> Vec<ConnectionReport> {
+        connections(&self.server_reports)
+    }
+}
+
+/// The connection reports among `reports`.
+pub fn connections(reports: &Mutex<Vec<Report>>) -> Vec<ConnectionReport> {
+    reports
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter_map(|r| match r {
+            Report::Connection(c) => Some(c.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// psql running `sql` against `cluster` at the tunnel's client half (TCP) or directly.
+pub fn psql(cluster: &Cluster, via: Option<&str>, sql: &str, password: Option<&str>) -> String {
+    let mut cmd: Command = cluster.command("psql");
+    cmd.args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-At", "-f", "-"]);
+    cmd.args(["-U", "postgres", "-d", "postgres"]);
+    if let Some(port) = via {
+        cmd.args(["-h", "127.0.0.1", "-p", port]);
+    }
+    if let Some(p) = password {
+        cmd.env("PGPASSWORD", p);
+    }
+    let out = pgtest::run::run_with(&mut cmd, Some(sql.as_bytes()), Duration::from_secs(120))
+        .unwrap_or_else(|e| panic!("psql via {via:?}: {e}"));
+    String::from_utf8(out.stdout).expect("utf-8")
+}
