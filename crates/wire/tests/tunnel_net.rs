@@ -33,7 +33,17 @@ fn smoke(method: &str) {
     .expect("endpoint");
     let tunnel = Tunnel::start(upstream, method);
     let through = psql(&cluster, Some(&tunnel.client_port()), SCRIPT, None);
+    let reports = [tunnel.server_reports.clone(), tunnel.client_reports.clone()];
     let (client, server) = tunnel.stop();
+    let ended: Vec<_> = reports
+        .iter()
+        .flat_map(|r| net_support::connections(r))
+        .collect();
+    assert_eq!(ended.len(), 2);
+    assert!(
+        ended.iter().all(|c| c.error.is_none()),
+        "a clean session ends without errors: {ended:?}"
+    );
     assert!(direct.contains("end of script"));
     assert_eq!(through, direct, "psql output through the tunnel ({method})");
     let b2f = server.backend_to_frontend;
@@ -51,6 +61,14 @@ fn smoke(method: &str) {
     assert_eq!(client.connections_total, 1);
     assert_eq!(server.connections_total, 1);
     assert_eq!(client.backend_to_frontend.raw_bytes, b2f.raw_bytes);
+    assert_eq!(
+        client.frontend_to_backend.raw_bytes,
+        server.frontend_to_backend.raw_bytes
+    );
+    assert_eq!(
+        client.frontend_to_backend.link_bytes,
+        server.frontend_to_backend.link_bytes
+    );
 }
 
 #[test]
@@ -61,4 +79,535 @@ fn psql_through_the_tunnel_zstd() {
 #[test]
 fn psql_through_the_tunnel_lz4() {
     smoke("lz4");
+}
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use net_support::{connections_in_log, raw_client_config};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use wire::link::frame::{parse_header, CHUNK, READY, VERBATIM};
+use wire::link::{parse_spec, Hello, Reply};
+use wire::net::Report;
+use wire::Direction;
+
+fn socket_upstream(cluster: &Cluster) -> Endpoint {
+    Endpoint::parse(
+        cluster.socket_dir().to_str().expect("utf-8 path"),
+        cluster.port(),
+    )
+    .expect("endpoint")
+}
+
+/// Reads until the peer closes or fails; returns the bytes that arrived.
+async fn read_to_close<R: tokio::io::AsyncRead + Unpin>(r: &mut R) -> Vec<u8> {
+    let mut all = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match tokio::time::timeout(Duration::from_secs(15), r.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return all,
+            Ok(Ok(n)) => all.extend_from_slice(&buf[..n]),
+            Err(_) => panic!("the server half kept the connection open"),
+        }
+    }
+}
+
+/// Connects with TLS (`config`), sends a link Hello and a StartupMessage; true if an Accept
+/// came back and then the session reached ReadyForQuery (the Ready frame).
+async fn try_link(addr: &str, config: Arc<rustls::ClientConfig>) -> bool {
+    let tcp = TcpStream::connect(addr).await.expect("tcp");
+    let connector = tokio_rustls::TlsConnector::from(config);
+    let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
+    let Ok(mut tls) = connector.connect(name, tcp).await else {
+        return false;
+    };
+    let mut out = Vec::new();
+    let zstd = parse_spec("zstd:1").expect("spec");
+    Hello::new(zstd, zstd).encode(&mut out).expect("hello");
+    let startup = common::startup(0, &[("user", "postgres"), ("database", "postgres")]);
+    out.extend_from_slice(&frame(VERBATIM, &startup));
+    // With TLS 1.3 the client finishes its handshake first; the refusal shows on write or read.
+    if tls.write_all(&out).await.is_err() || tls.flush().await.is_err() {
+        return false;
+    }
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Ok(Some((Reply::Accept(_), used))) = Reply::decode(&got) {
+            let mut rest = &got[used..];
+            while let Ok(Some(h)) = parse_header(Direction::BackendToFrontend, 0, rest) {
+                if h.frame_type == READY {
+                    return true;
+                }
+                match rest.get(h.frame_len()..) {
+                    Some(r) => rest = r,
+                    None => break,
+                }
+            }
+        }
+        match tokio::time::timeout(Duration::from_secs(15), tls.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return false,
+            Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+            Err(_) => panic!("the server half kept the connection open"),
+        }
+    }
+}
+
+#[test]
+fn peers_without_valid_credentials_never_reach_postgresql() {
+    let cluster = Cluster::builder()
+        .guc("log_connections", "on")
+        .start()
+        .expect("cluster");
+    let tunnel = Tunnel::start(socket_upstream(&cluster), "zstd:1");
+    let other = tempfile::tempdir().expect("tempdir");
+    let other_keys = net_support::keys(other.path());
+    let before = connections_in_log(&cluster);
+    let ca = tunnel.keys.join("ca.pem");
+    let addr = tunnel.server_addr.clone();
+    tunnel.runtime.block_on(async {
+        // Plain TCP speaking PostgreSQL.
+        let mut tcp = TcpStream::connect(&addr).await.expect("tcp");
+        let startup = common::startup(0, &[("user", "postgres"), ("database", "postgres")]);
+        let _ = tcp.write_all(&startup).await;
+        let answer = read_to_close(&mut tcp).await;
+        assert_ne!(
+            answer.first(),
+            Some(&b'R'),
+            "plain TCP got an authentication request: {answer:?}"
+        );
+        // TLS without a client certificate.
+        assert!(!try_link(&addr, raw_client_config(&ca, None)).await);
+        // A client certificate from another CA.
+        let foreign = raw_client_config(
+            &ca,
+            Some((
+                &other_keys.join("client.pem"),
+                &other_keys.join("client-key.pem"),
+            )),
+        );
+        assert!(!try_link(&addr, foreign).await);
+        // The test's own credentials work, so the three refusals above are the checks'.
+        let good = raw_client_config(
+            &ca,
+            Some((
+                &tunnel.keys.join("client.pem"),
+                &tunnel.keys.join("client-key.pem"),
+            )),
+        );
+        assert!(
+            try_link(&addr, good).await,
+            "a valid client certificate is accepted"
+        );
+    });
+    let refused: Vec<String> = tunnel
+        .server_reports
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter_map(|r| match r {
+            Report::Refused { reason, .. } => Some(reason.clone()),
+            _ => None,
+        })
+        .collect();
+    let after = connections_in_log(&cluster);
+    let (_, server) = tunnel.stop();
+    eprintln!("refusals: {refused:#?}");
+    assert_eq!(server.refused_peers, 3, "{refused:?}");
+    assert_eq!(server.connections_total, 1);
+    assert_eq!(
+        after,
+        before + 1,
+        "only the connection with a valid certificate reached PostgreSQL"
+    );
+}
+
+#[test]
+fn authentication_is_never_compressed() {
+    let cluster = Cluster::builder()
+        .guc("listen_addresses", "127.0.0.1")
+        .guc("password_encryption", "scram-sha-256")
+        .start()
+        .expect("cluster");
+    cluster
+        .psql("ALTER USER postgres PASSWORD 'tunnel-secret'")
+        .expect("password");
+    let hba = cluster.data_dir().join("pg_hba.conf");
+    let old = std::fs::read_to_string(&hba).expect("pg_hba.conf");
+    std::fs::write(
+        &hba,
+        format!("host all all 127.0.0.1/32 scram-sha-256\n{old}"),
+    )
+    .expect("pg_hba.conf");
+    cluster
+        .query_one("SELECT pg_reload_conf()")
+        .expect("reload");
+    std::thread::sleep(Duration::from_millis(500));
+    let upstream = Endpoint::Tcp(format!("127.0.0.1:{}", cluster.port()));
+    let tunnel = Tunnel::start(upstream, "zstd:1");
+    let port = tunnel.client_port();
+    let sql = "SELECT 'a query long enough to be compressed on the way to the server', \
+               string_agg(md5(i::text), ' ') FROM generate_series(1, 3000) i;\n";
+    let out = psql(&cluster, Some(&port), sql, Some("tunnel-secret"));
+    assert!(out.starts_with("a query long enough"));
+    // Without the password the same connection is refused by PostgreSQL: SCRAM really ran.
+    let mut cmd = cluster.command("psql");
+    cmd.args(["-X", "-w", "-h", "127.0.0.1", "-p", &port, "-c", "SELECT 1"]);
+    assert!(pgtest::run::run_with(&mut cmd, None, Duration::from_secs(30)).is_err());
+    let frames = tunnel.frames.lock().expect("lock").clone();
+    tunnel.stop();
+    let before: Vec<_> = frames.iter().filter(|f| f.before_ready).collect();
+    assert!(
+        before
+            .iter()
+            .all(|f| f.frame_type == VERBATIM || f.frame_type == READY),
+        "a frame before the session was ready is not verbatim: {before:?}"
+    );
+    // Startup, SASLInitialResponse and SASLResponse of the successful session at least.
+    let f2b_auth = before
+        .iter()
+        .filter(|f| f.direction == Direction::FrontendToBackend)
+        .count();
+    assert!(f2b_auth >= 3, "{before:?}");
+    for d in [Direction::FrontendToBackend, Direction::BackendToFrontend] {
+        assert!(
+            frames
+                .iter()
+                .any(|f| f.direction == d && !f.before_ready && f.frame_type == CHUNK),
+            "{d}: nothing was compressed after authentication, so the check above proves little"
+        );
+    }
+}
+
+/// Reads link frames until the Ready frame; returns what followed it.
+async fn until_ready<R: tokio::io::AsyncRead + Unpin>(r: &mut R) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        while let Ok(Some(h)) = parse_header(Direction::BackendToFrontend, 0, &buf) {
+            if buf.len() < h.frame_len() {
+                break;
+            }
+            let ty = h.frame_type;
+            buf.drain(..h.frame_len());
+            if ty == READY {
+                return buf;
+            }
+        }
+        let n = r.read(&mut chunk).await.expect("read");
+        assert!(n > 0, "the link closed before the session was ready");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// A valid link connection (client certificate, Hello, Accept) to the server half.
+async fn valid_link(
+    tunnel_keys: &std::path::Path,
+    addr: &str,
+) -> tokio_rustls::client::TlsStream<TcpStream> {
+    let config = raw_client_config(
+        &tunnel_keys.join("ca.pem"),
+        Some((
+            &tunnel_keys.join("client.pem"),
+            &tunnel_keys.join("client-key.pem"),
+        )),
+    );
+    let tcp = TcpStream::connect(addr).await.expect("tcp");
+    let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
+    let mut tls = tokio_rustls::TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
+        .expect("tls");
+    let zstd = parse_spec("zstd:1").expect("spec");
+    let mut out = Vec::new();
+    Hello::new(zstd, zstd).encode(&mut out).expect("hello");
+    tls.write_all(&out).await.expect("hello");
+    let mut buf = vec![0u8; 1024];
+    let n = tls.read(&mut buf).await.expect("accept");
+    assert!(matches!(
+        Reply::decode(&buf[..n]),
+        Ok(Some((Reply::Accept(_), _)))
+    ));
+    tls
+}
+
+fn frame(ty: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![ty];
+    f.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+#[test]
+fn bomb_and_garbage_close_only_their_connection() {
+    let cluster = Cluster::start().expect("cluster");
+    let tunnel = Tunnel::start(socket_upstream(&cluster), "zstd:1");
+    let sql = "SELECT pg_sleep(3);\nSELECT count(*), md5(string_agg(i::text, ',')) FROM generate_series(1, 50000) i;\n";
+    let direct = psql(&cluster, None, sql, None);
+    let port = tunnel.client_port();
+    let normal = std::thread::scope(|s| {
+        let normal = s.spawn(|| psql(&cluster, Some(&port), sql, None));
+        std::thread::sleep(Duration::from_millis(500));
+        tunnel.runtime.block_on(async {
+            // Random bytes right after a valid handshake.
+            let mut tls = valid_link(&tunnel.keys, &tunnel.server_addr).await;
+            let mut x: u32 = 0x9e37_79b9;
+            let mut junk: Vec<u8> = (0..4096)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    x as u8
+                })
+                .collect();
+            junk[0] = 0xa7; // not a frame type, whatever the generator says
+            let _ = tls.write_all(&junk).await;
+            read_to_close(&mut tls).await;
+
+            // A chunk that claims 1000 bytes and inflates to a megabyte, once the session
+            // is ready (before that any chunk is refused anyway).
+            let mut tls = valid_link(&tunnel.keys, &tunnel.server_addr).await;
+            let startup = common::startup(0, &[("user", "postgres"), ("database", "postgres")]);
+            tls.write_all(&frame(VERBATIM, &startup))
+                .await
+                .expect("startup");
+            until_ready(&mut tls).await;
+            let bomb = zstd::encode_all(&vec![0u8; 1 << 20][..], 19).expect("zstd");
+            let mut payload = 1000u32.to_be_bytes().to_vec();
+            payload.extend_from_slice(&bomb);
+            let _ = tls.write_all(&frame(CHUNK, &payload)).await;
+            read_to_close(&mut tls).await;
+        });
+        normal.join().expect("psql thread")
+    });
+    assert_eq!(normal, direct, "the normal connection carried on");
+    let conns = tunnel.server_connections();
+    let (_, server) = tunnel.stop();
+    let errors: Vec<_> = conns.iter().filter_map(|c| c.error.clone()).collect();
+    eprintln!("errors: {errors:#?}");
+    assert_eq!(server.decompression_errors, 2, "{errors:?}");
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(
+        errors.iter().any(|e| e.contains("unknown frame type")),
+        "{errors:?}"
+    );
+    assert!(
+        errors.iter().any(|e| e.contains("link chunk")),
+        "{errors:?}"
+    );
+    assert_eq!(server.connections_total, 3);
+}
+
+#[test]
+fn shutdown_lets_a_running_query_finish() {
+    let cluster = Cluster::start().expect("cluster");
+    let tunnel = Tunnel::start(socket_upstream(&cluster), "lz4");
+    let port = tunnel.client_port();
+    let out = std::thread::scope(|s| {
+        let q = s.spawn(|| {
+            psql(
+                &cluster,
+                Some(&port),
+                "SELECT pg_sleep(3), 'drained';\n",
+                None,
+            )
+        });
+        tunnel.wait_open(1);
+        let (client, server) = tunnel.stop();
+        assert_eq!(client.connections_total, 1);
+        assert_eq!(client.connections_open, 0);
+        assert_eq!(server.connections_open, 0);
+        q.join().expect("psql thread")
+    });
+    assert_eq!(out.trim(), "|drained");
+}
+
+#[test]
+fn application_tls_and_an_unreachable_server_half() {
+    let cluster = Cluster::start().expect("cluster");
+    let mut tunnel = Tunnel::start_with(
+        socket_upstream(&cluster),
+        "zstd:1",
+        true,
+        Endpoint::Tcp("127.0.0.1:0".into()),
+    );
+    let port = tunnel.client_port();
+    let mut cmd = cluster.command("psql");
+    cmd.args(["-X", "-At", "-h", "127.0.0.1", "-p", &port, "-c"]);
+    cmd.arg("SELECT 'over tls'");
+    cmd.env("PGSSLMODE", "require");
+    let out = pgtest::run::run_with(&mut cmd, None, Duration::from_secs(30)).expect("psql");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "over tls");
+    // Without the server half the application gets a FATAL error that says why.
+    tunnel.stop_server();
+    let tunnel_reports = tunnel.client_reports.clone();
+    let mut cmd = cluster.command("psql");
+    cmd.args([
+        "-X",
+        "-At",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-c",
+        "SELECT 1",
+    ]);
+    let err =
+        pgtest::run::run_with(&mut cmd, None, Duration::from_secs(30)).expect_err("no server half");
+    assert!(err.to_string().contains("pgcompress tunnel"), "{err}");
+    let (client, _) = tunnel.stop();
+    // libpq may retry (without TLS, or once more): every attempt after the first failed.
+    assert!(client.connections_total >= 2);
+    let failed = net_support::connections(&tunnel_reports)
+        .iter()
+        .filter(|c| c.error.is_some())
+        .count() as u64;
+    assert_eq!(failed, client.connections_total - 1);
+}
+
+#[test]
+fn cancel_request_is_carried_to_postgresql() {
+    let cluster = Cluster::start().expect("cluster");
+    let tunnel = Tunnel::start(socket_upstream(&cluster), "zstd:1");
+    let port = tunnel.client_port();
+    let mut cmd = cluster.command("psql");
+    cmd.args([
+        "-X",
+        "-At",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-c",
+        "SELECT pg_sleep(30)",
+    ]);
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    pgtest::run::as_server_user(&mut cmd).expect("server user");
+    let child = cmd.spawn().expect("psql");
+    std::thread::sleep(Duration::from_millis(1500));
+    // psql's SIGINT handler sends a CancelRequest to the host and port it connected to.
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(sent.success());
+    let started = std::time::Instant::now();
+    let out = child.wait_with_output().expect("psql");
+    let waited = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("canceling statement due to user request"),
+        "{stderr}"
+    );
+    assert!(
+        waited < Duration::from_secs(2),
+        "cancelled after {waited:?}"
+    );
+    let (client, server) = tunnel.stop();
+    // The session and the cancel, each on its own link connection.
+    assert_eq!(client.connections_total, 2);
+    assert_eq!(server.connections_total, 2);
+}
+
+#[test]
+fn applications_connect_on_a_unix_socket() {
+    let cluster = Cluster::start().expect("cluster");
+    let dir = tempfile::tempdir().expect("tempdir");
+    pgtest::run::chown_to_server_user(dir.path()).expect("chown");
+    let sockdir = dir.path().to_str().expect("utf-8");
+    let listen = Endpoint::parse(sockdir, 6543).expect("endpoint");
+    let tunnel = Tunnel::start_with(socket_upstream(&cluster), "lz4", false, listen);
+    assert_eq!(
+        tunnel.client_addr,
+        dir.path().join(".s.PGSQL.6543").display().to_string()
+    );
+    let mut cmd = cluster.command("psql");
+    cmd.args([
+        "-X",
+        "-At",
+        "-h",
+        sockdir,
+        "-p",
+        "6543",
+        "-c",
+        "SELECT 'via the socket'",
+    ]);
+    let out = pgtest::run::run_with(&mut cmd, None, Duration::from_secs(30)).expect("psql");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "via the socket"
+    );
+    let (client, _) = tunnel.stop();
+    assert_eq!(client.connections_total, 1);
+    assert!(
+        !dir.path().join(".s.PGSQL.6543").exists(),
+        "the socket file is removed at exit"
+    );
+}
+
+#[test]
+fn a_second_signal_ends_the_drain_at_once() {
+    let cluster = Cluster::start().expect("cluster");
+    let tunnel = Tunnel::start(socket_upstream(&cluster), "zstd:1");
+    let port = tunnel.client_port();
+    let result = std::thread::scope(|s| {
+        let q = s.spawn(|| {
+            let mut cmd = cluster.command("psql");
+            cmd.args([
+                "-X",
+                "-At",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-c",
+                "SELECT pg_sleep(30)",
+            ]);
+            pgtest::run::run_with(&mut cmd, None, Duration::from_secs(60))
+        });
+        tunnel.wait_open(1);
+        let started = std::time::Instant::now();
+        tunnel.client_shutdown.trigger();
+        tunnel.server_shutdown.trigger();
+        std::thread::sleep(Duration::from_millis(300));
+        tunnel.client_shutdown.trigger_now();
+        tunnel.server_shutdown.trigger_now();
+        let (client, _) = tunnel.stop();
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(client.connections_open, 0);
+        q.join().expect("psql thread")
+    });
+    assert!(result.is_err(), "the query was cut off: {result:?}");
+}
+
+#[test]
+fn an_unreachable_postgresql_is_reported_to_the_application() {
+    let cluster = Cluster::start().expect("cluster");
+    let gone = tempfile::tempdir().expect("tempdir");
+    let upstream = Endpoint::Unix(gone.path().join(".s.PGSQL.5432"));
+    let tunnel = Tunnel::start(upstream, "zstd:1");
+    let port = tunnel.client_port();
+    let mut cmd = cluster.command("psql");
+    cmd.args([
+        "-X",
+        "-At",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-c",
+        "SELECT 1",
+    ]);
+    cmd.env("PGSSLMODE", "disable");
+    let err = pgtest::run::run_with(&mut cmd, None, Duration::from_secs(30))
+        .expect_err("no PostgreSQL behind the server half");
+    assert!(
+        err.to_string().contains("pgcompress tunnel server"),
+        "{err}"
+    );
+    let conns = tunnel.server_connections();
+    tunnel.stop();
+    assert!(conns.iter().all(|c| c.error.is_some()), "{conns:?}");
 }

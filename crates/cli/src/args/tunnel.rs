@@ -4,18 +4,20 @@ use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
 /// The setup in five commands, shown under `pgcompress tunnel --help`.
-pub const TUNNEL_HELP: &str = "\
-Setup in five commands (keys, server, client, connect):\n\
-  pgcompress tunnel keys ./tunnel-keys\n\
-  # copy ca.pem, server.pem, server-key.pem to the database host; ca.pem, client.pem,\n\
-  # client-key.pem to the application host\n\
-  pgcompress tunnel server --listen 0.0.0.0:7432 --upstream /var/run/postgresql \\\n\
-      --ca ca.pem --cert server.pem --key server-key.pem\n\
-  pgcompress tunnel client --listen 127.0.0.1:6432 --server db.example.com:7432 --method zstd:1 \\\n\
-      --ca ca.pem --cert client.pem --key client-key.pem\n\
-  psql \"host=127.0.0.1 port=6432 dbname=postgres user=postgres\"\n\n\
-Exit status: 0 clean (also after SIGTERM/SIGINT and a drain); 1 runtime error; 2 usage or\n\
-configuration error (bad key file, bad method).";
+pub const TUNNEL_HELP: &str = concat!(
+    "Setup in five commands (keys, server, client, connect):\n",
+    "  pgcompress tunnel keys ./tunnel-keys\n",
+    "  # copy ca.pem, server.pem, server-key.pem to the database host;\n",
+    "  # ca.pem, client.pem, client-key.pem to the application host\n",
+    "  pgcompress tunnel server --listen 0.0.0.0:7432 --upstream /var/run/postgresql \\\n",
+    "      --ca ca.pem --cert server.pem --key server-key.pem\n",
+    "  pgcompress tunnel client --listen 127.0.0.1:6432 --server db.example.com:7432 \\\n",
+    "      --method zstd:1 --ca ca.pem --cert client.pem --key client-key.pem\n",
+    "  psql \"host=127.0.0.1 port=6432 dbname=postgres user=postgres\"\n",
+    "  pgcompress tunnel stats /run/tunnel-client.json   # with --stats on a half\n\n",
+    "Exit status: 0 clean (also after SIGTERM/SIGINT and a drain); 1 runtime error;\n",
+    "2 usage or configuration error (bad key file, bad method, address in use)."
+);
 
 #[derive(Subcommand, Debug)]
 pub enum TunnelCommand {
@@ -85,7 +87,8 @@ pub struct Common {
     /// One JSON object per connection line and for the exit summary.
     #[arg(long)]
     pub json: bool,
-    /// Seconds open connections get to finish after SIGTERM/SIGINT.
+    /// Seconds open connections get to finish after SIGTERM/SIGINT (a second signal ends
+    /// them at once).
     #[arg(long, default_value_t = 30)]
     pub drain_timeout: u64,
 }

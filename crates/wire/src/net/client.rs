@@ -104,7 +104,7 @@ pub async fn run_client(
         drain,
         shutdown,
         report,
-        || listener.accept(),
+        listener,
         move |stream, peer| serve_app(stream, peer, shared.clone()),
     )
     .await
@@ -270,7 +270,19 @@ async fn carry(
         read: [conn_b2f.clone(), stats.b2f.clone()],
         written: [conn_f2b.clone(), stats.f2b.clone()],
     };
-    let (link, accept, rest) = open_link(shared, targets).await?;
+    let mut first = first;
+    let (link, accept, rest) = match open_link(shared, targets).await {
+        Ok(v) => v,
+        Err(e) => {
+            if first.framer.started() {
+                // Tell the application why, as PostgreSQL would, rather than just closing.
+                let msg = super::error_response(&format!("pgcompress tunnel: {e}"));
+                let _ = first.app.write_all(&msg).await;
+                let _ = first.app.shutdown().await;
+            }
+            return Err(e);
+        }
+    };
     let config = &shared.config;
     let encoder = LinkEncoder::new(
         Direction::FrontendToBackend,

@@ -78,6 +78,11 @@ impl Endpoint {
                 let l = UnixListener::bind(path).map_err(|e| {
                     NetError::Config(format!("cannot listen on {}: {e}", path.display()))
                 })?;
+                // Like PostgreSQL's default unix_socket_permissions: any local user may
+                // connect (authentication is PostgreSQL's job).
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777))
+                    .map_err(|e| NetError::Config(format!("{}: {e}", path.display())))?;
                 Ok(Listener::Unix(l, path.clone()))
             }
         }

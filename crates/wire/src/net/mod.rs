@@ -67,10 +67,12 @@ pub enum Report {
 /// Receives the [`Report`]s of a half; must be quick.
 pub type Reporter = Arc<dyn Fn(Report) + Send + Sync>;
 
-/// Tells a running half to stop accepting and drain. Clones share the signal.
+/// Tells a running half to stop accepting and drain, or to stop at once. Clones share the
+/// signal.
 #[derive(Clone, Debug)]
 pub struct Shutdown {
-    tx: Arc<tokio::sync::watch::Sender<bool>>,
+    /// 0 running, 1 draining, 2 stopping now.
+    tx: Arc<tokio::sync::watch::Sender<u8>>,
 }
 
 impl Default for Shutdown {
@@ -83,30 +85,48 @@ impl Shutdown {
     /// A shutdown not yet triggered.
     pub fn new() -> Self {
         Shutdown {
-            tx: Arc::new(tokio::sync::watch::Sender::new(false)),
+            tx: Arc::new(tokio::sync::watch::Sender::new(0)),
         }
     }
 
-    /// Starts the shutdown.
+    /// Starts the shutdown: stop accepting, let open connections finish.
     pub fn trigger(&self) {
-        self.tx.send_replace(true);
+        self.tx.send_if_modified(|v| {
+            let was = *v;
+            *v = was.max(1);
+            *v != was
+        });
+    }
+
+    /// Ends the drain at once: open connections are closed.
+    pub fn trigger_now(&self) {
+        self.tx.send_replace(2);
     }
 
     /// True once triggered.
     pub fn is_triggered(&self) -> bool {
-        *self.tx.borrow()
+        *self.tx.borrow() >= 1
+    }
+
+    async fn reached(&self, level: u8) {
+        let mut rx = self.tx.subscribe();
+        // The sender lives in `self`, so the channel cannot close while waiting.
+        let _ = rx.wait_for(|v| *v >= level).await;
     }
 
     /// Waits until triggered.
     pub async fn triggered(&self) {
-        let mut rx = self.tx.subscribe();
-        // The sender lives in `self`, so the channel cannot close while waiting.
-        let _ = rx.wait_for(|v| *v).await;
+        self.reached(1).await;
+    }
+
+    /// Waits until [`Shutdown::trigger_now`].
+    pub async fn now(&self) {
+        self.reached(2).await;
     }
 }
 
 /// Runs `half` (from [`run_client`] or [`run_server`]) on a multi-threaded runtime until it
-/// returns; SIGTERM and SIGINT trigger its shutdown.
+/// returns; SIGTERM or SIGINT triggers its shutdown, a second one ends the drain at once.
 pub fn run_blocking<F, Fut>(half: F) -> Result<StatsSnapshot, NetError>
 where
     F: FnOnce(Shutdown) -> Fut,
@@ -130,9 +150,34 @@ where
                 _ = int.recv() => {}
             }
             trigger.trigger();
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            trigger.trigger_now();
         });
         half(shutdown).await
     })
+}
+
+/// A FATAL ErrorResponse with SQLSTATE 08006 (connection_failure).
+pub(crate) fn error_response(message: &str) -> Vec<u8> {
+    let mut body = Vec::new();
+    for (field, value) in [
+        (b'S', "FATAL"),
+        (b'V', "FATAL"),
+        (b'C', "08006"),
+        (b'M', message),
+    ] {
+        body.push(field);
+        body.extend_from_slice(value.replace('\0', " ").as_bytes());
+        body.push(0);
+    }
+    body.push(0);
+    let mut msg = vec![b'E'];
+    msg.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+    msg.extend_from_slice(&body);
+    msg
 }
 
 /// Writes the stats file once a second until dropped (the caller writes the final one).
@@ -145,26 +190,27 @@ fn spawn_stats_writer(
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         loop {
             tick.tick().await;
-            // A failed periodic write is retried next second; the final one reports errors.
-            let _ = stats.snapshot().write_atomic(&path);
+            let snapshot = stats.snapshot();
+            let path = path.clone();
+            // File I/O off the async workers. A failed periodic write is retried next
+            // second; the final one reports its error.
+            let _ = tokio::task::spawn_blocking(move || snapshot.write_atomic(&path)).await;
         }
     }))
 }
 
-/// Serves connections from `accept` until the shutdown, then drains them for at most
-/// `drain_timeout` and writes the final stats. Shared by both halves.
-async fn serve<A, AF, H, HF>(
+/// Serves connections from `listener` until the shutdown, closes it, then drains the open
+/// connections for at most `drain_timeout` and writes the final stats. Shared by both halves.
+async fn serve<H, HF>(
     stats: Arc<Stats>,
     stats_file: Option<&Path>,
     drain_timeout: Duration,
     shutdown: Shutdown,
     report: Reporter,
-    mut accept: A,
+    listener: endpoint::Listener,
     handle: H,
 ) -> Result<StatsSnapshot, NetError>
 where
-    A: FnMut() -> AF,
-    AF: Future<Output = std::io::Result<(endpoint::Stream, String)>>,
     H: Fn(endpoint::Stream, String) -> HF,
     HF: Future<Output = ()> + Send + 'static,
 {
@@ -174,21 +220,25 @@ where
         tokio::select! {
             _ = shutdown.triggered() => break,
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
-            r = accept() => match r {
+            r = listener.accept() => match r {
                 Ok((stream, peer)) => { tasks.spawn(handle(stream, peer)); }
                 // Out of descriptors and the like: keep serving the open connections.
                 Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
             },
         }
     }
+    // New connections are refused at once instead of waiting in the backlog.
+    drop(listener);
     report(Report::Draining {
         open: tasks.len() as u64,
     });
-    let drained = tokio::time::timeout(drain_timeout, async {
-        while tasks.join_next().await.is_some() {}
-    })
-    .await;
-    if drained.is_err() {
+    let drained = tokio::select! {
+        r = tokio::time::timeout(drain_timeout, async {
+            while tasks.join_next().await.is_some() {}
+        }) => r.is_ok(),
+        _ = shutdown.now() => false,
+    };
+    if !drained {
         tasks.abort_all();
         while tasks.join_next().await.is_some() {}
     }
@@ -197,7 +247,10 @@ where
     }
     let snapshot = stats.snapshot();
     if let Some(path) = stats_file {
-        snapshot.write_atomic(path)?;
+        let (s, p) = (snapshot.clone(), path.to_path_buf());
+        tokio::task::spawn_blocking(move || s.write_atomic(&p))
+            .await
+            .map_err(|e| NetError::io("writing the stats file", std::io::Error::other(e)))??;
     }
     Ok(snapshot)
 }

@@ -60,18 +60,50 @@ async fn read_now<R: AsyncRead + Unpin>(
     .await
 }
 
-fn tap_frames(tap: &FrameTap, direction: Direction, mut bytes: &[u8], seen_ready: &mut bool) {
-    while let Ok(Some(h)) = parse_header(direction, 0, bytes) {
-        tap(TapEvent {
-            direction,
-            frame_type: h.frame_type,
-            payload_len: h.payload_len,
-            before_ready: !*seen_ready,
-        });
-        if h.frame_type == frame::READY {
-            *seen_ready = true;
+/// Finds the frames in an encoder's output as it is written, whatever pieces it comes in.
+#[derive(Default)]
+struct TapWalker {
+    /// Bytes of the current frame's payload still to skip.
+    skip: usize,
+    /// The start of a frame header split across writes.
+    header: Vec<u8>,
+    /// The Ready frame has passed.
+    seen_ready: bool,
+}
+
+impl TapWalker {
+    fn walk(&mut self, tap: &FrameTap, direction: Direction, mut bytes: &[u8]) {
+        loop {
+            let n = self.skip.min(bytes.len());
+            self.skip -= n;
+            bytes = &bytes[n..];
+            if bytes.is_empty() {
+                return;
+            }
+            let need = HEADER_LEN - self.header.len();
+            let take = need.min(bytes.len());
+            self.header.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+            if self.header.len() < HEADER_LEN {
+                return;
+            }
+            let Ok(Some(h)) = parse_header(direction, 0, &self.header) else {
+                // The encoder wrote a frame this crate does not know: stop tapping.
+                self.skip = usize::MAX;
+                return;
+            };
+            self.header.clear();
+            self.skip = h.payload_len;
+            tap(TapEvent {
+                direction,
+                frame_type: h.frame_type,
+                payload_len: h.payload_len,
+                before_ready: !self.seen_ready,
+            });
+            if h.frame_type == frame::READY {
+                self.seen_ready = true;
+            }
         }
-        bytes = bytes.get(h.frame_len()..).unwrap_or_default();
     }
 }
 
@@ -90,9 +122,10 @@ where
 {
     let what = |w: &str| format!("{} {w}", ctx.direction);
     let mut buf = vec![0u8; READ_SIZE];
-    let mut seen_ready = false;
+    let mut walker = TapWalker::default();
     let mut eof = false;
-    let mut counted = sender.counters();
+    // From zero: a first packet pushed before this loop is counted too.
+    let mut counted = Counters::default();
     // The first packet pushed before the loop (the client half's) goes out at once.
     let mut first = sender.pending() > 0;
     while !eof {
@@ -136,7 +169,7 @@ where
         }
         let out = sender.output();
         if let Some(tap) = &ctx.tap {
-            tap_frames(tap, ctx.direction, out, &mut seen_ready);
+            walker.walk(tap, ctx.direction, out);
         }
         let n = out.len();
         dst.write_all(out)
@@ -150,9 +183,8 @@ where
         ctx.add(&counted, &now);
         counted = now;
     }
-    dst.shutdown()
-        .await
-        .map_err(|e| NetError::io(what("shutdown"), e))?;
+    // Best effort: the peer may already have closed its side, which ends nothing more.
+    let _ = dst.shutdown().await;
     Ok(())
 }
 
@@ -242,8 +274,10 @@ where
         ctx.add(&counted, &now);
         counted = now;
     }
-    dst.shutdown()
-        .await
-        .map_err(|e| NetError::io(what("shutdown"), e))?;
+    // Best effort: the peer may already have closed its side, which ends nothing more.
+    let _ = dst.shutdown().await;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

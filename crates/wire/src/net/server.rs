@@ -77,7 +77,7 @@ pub async fn run_server(
         config.drain_timeout,
         shutdown,
         report,
-        || listener.accept(),
+        listener,
         move |stream, peer| serve_link(stream, peer, shared.clone()),
     )
     .await
@@ -114,6 +114,9 @@ async fn serve_link(stream: Stream, peer: String, shared: Arc<Shared>) {
             return;
         }
     };
+    if let Ok(mut m) = stats.method.lock() {
+        *m = hello.backend_spec.to_string();
+    }
     let id = stats.total.fetch_add(1, Ordering::Relaxed) + 1;
     stats.open.fetch_add(1, Ordering::Relaxed);
     let _guard = OpenGuard(stats.clone());
@@ -202,9 +205,14 @@ async fn pump_link(
     conn: [Arc<DirectionCounters>; 2],
 ) -> Result<(), NetError> {
     let [conn_f2b, conn_b2f] = conn;
-    let pg = tokio::time::timeout(HANDSHAKE_TIMEOUT, shared.upstream.connect())
-        .await
-        .map_err(|_| NetError::Timeout(format!("connecting to {}", shared.upstream)))??;
+    let pg = match tokio::time::timeout(HANDSHAKE_TIMEOUT, shared.upstream.connect()).await {
+        Ok(Ok(pg)) => pg,
+        Ok(Err(e)) => return Err(tell_application(link, &hello, e).await),
+        Err(_) => {
+            let e = NetError::Timeout(format!("connecting to {}", shared.upstream));
+            return Err(tell_application(link, &hello, e).await);
+        }
+    };
     let decoder = LinkDecoder::new(Direction::FrontendToBackend, hello.frontend_spec)?;
     let encoder = LinkEncoder::new(
         Direction::BackendToFrontend,
@@ -231,4 +239,20 @@ async fn pump_link(
         pump::encode(pg_r, link_w, sender, &b2f),
     )?;
     Ok(())
+}
+
+/// PostgreSQL cannot be reached: the application gets a FATAL ErrorResponse saying why
+/// (verbatim on the link) instead of a bare close. Returns `e` for the connection's report.
+async fn tell_application(mut link: Link, hello: &Hello, e: NetError) -> NetError {
+    let message = super::error_response(&format!("pgcompress tunnel server: {e}"));
+    if let Ok(mut encoder) = LinkEncoder::new(
+        Direction::BackendToFrontend,
+        SenderConfig::new(hello.backend_spec),
+    ) {
+        if encoder.push_bytes(Some(b'E'), &message).is_ok() && encoder.flush().is_ok() {
+            let _ = link.write_all(encoder.output()).await;
+            let _ = link.shutdown().await;
+        }
+    }
+    e
 }

@@ -46,7 +46,8 @@ pub struct DirectionStats {
 pub struct StatsSnapshot {
     /// Which half wrote it.
     pub half: Half,
-    /// The method this half asks for (client) or the methods it allows (server: `any`).
+    /// The method this half asks for (client), or the one the latest client half asked for
+    /// (server; `any` before the first).
     pub method: String,
     /// Connections being served now.
     pub connections_open: u64,
@@ -127,7 +128,7 @@ impl DirectionCounters {
 #[derive(Debug)]
 pub(crate) struct Stats {
     pub(crate) half: Half,
-    pub(crate) method: String,
+    pub(crate) method: std::sync::Mutex<String>,
     pub(crate) open: AtomicU64,
     pub(crate) total: AtomicU64,
     pub(crate) refused: AtomicU64,
@@ -140,7 +141,7 @@ impl Stats {
     pub(crate) fn new(half: Half, method: String) -> Self {
         Stats {
             half,
-            method,
+            method: std::sync::Mutex::new(method),
             open: AtomicU64::new(0),
             total: AtomicU64::new(0),
             refused: AtomicU64::new(0),
@@ -153,7 +154,7 @@ impl Stats {
     pub(crate) fn snapshot(&self) -> StatsSnapshot {
         StatsSnapshot {
             half: self.half,
-            method: self.method.clone(),
+            method: self.method.lock().map(|m| m.clone()).unwrap_or_default(),
             connections_open: self.open.load(Ordering::Relaxed),
             connections_total: self.total.load(Ordering::Relaxed),
             refused_peers: self.refused.load(Ordering::Relaxed),

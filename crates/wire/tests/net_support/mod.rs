@@ -61,6 +61,13 @@ impl Tunnel {
     /// Starts a server half in front of `upstream` and a client half (TCP, loopback) using
     /// `method`.
     pub fn start(upstream: Endpoint, method: &str) -> Tunnel {
+        Tunnel::start_with(upstream, method, false, Endpoint::Tcp("127.0.0.1:0".into()))
+    }
+
+    /// As [`Tunnel::start`]; with `app_tls` the client half serves TLS to applications with
+    /// the server half's certificate.
+    /// `listen` is where the client half accepts applications.
+    pub fn start_with(upstream: Endpoint, method: &str, app_tls: bool, listen: Endpoint) -> Tunnel {
         let dir = tempfile::tempdir().expect("tempdir");
         let keys = keys(&dir.path().join("keys"));
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -94,14 +101,14 @@ impl Tunnel {
         let client_shutdown = Shutdown::new();
         let client_task = runtime.spawn(run_client(
             ClientConfig {
-                listen: Endpoint::Tcp("127.0.0.1:0".into()),
+                listen,
                 server: server_addr.clone(),
                 server_name: "localhost".into(),
                 method: parse_spec(method).expect("method"),
                 ca: keys.join("ca.pem"),
                 cert: keys.join("client.pem"),
                 key: keys.join("client-key.pem"),
-                local_tls: None,
+                local_tls: app_tls.then(|| (keys.join("server.pem"), keys.join("server-key.pem"))),
                 compress_types: TagSet::default(),
                 threshold: 60,
                 stats_file: Some(dir.path().join("client-stats.json")),
@@ -129,6 +136,24 @@ impl Tunnel {
         }
     }
 
+    /// Waits until the client half's stats file shows `n` open connections.
+    pub fn wait_open(&self, n: u64) {
+        let path = self._dir.path().join("client-stats.json");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(s) = StatsSnapshot::read(&path) {
+                if s.connections_open >= n {
+                    return;
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the client half never had {n} open connections"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// The client half's port.
     pub fn client_port(&self) -> String {
         self.client_addr
@@ -138,15 +163,28 @@ impl Tunnel {
             .to_owned()
     }
 
+    /// Stops the server half only, waiting for it to exit.
+    pub fn stop_server(&mut self) -> StatsSnapshot {
+        self.server_shutdown.trigger();
+        let s = self.server_task.take().expect("server task");
+        self.runtime
+            .block_on(s)
+            .expect("join")
+            .expect("server half")
+    }
+
     /// Stops both halves (client first) and returns their final (client, server) totals.
     pub fn stop(mut self) -> (StatsSnapshot, StatsSnapshot) {
         self.client_shutdown.trigger();
         self.server_shutdown.trigger();
         let c = self.client_task.take().expect("client task");
-        let s = self.server_task.take().expect("server task");
+        let s = self.server_task.take();
         self.runtime.block_on(async {
             let c = c.await.expect("join").expect("client half");
-            let s = s.await.expect("join").expect("server half");
+            let s = match s {
+                Some(s) => s.await.expect("join").expect("server half"),
+                None => c.clone(),
+            };
             (c, s)
         })
     }
@@ -184,4 +222,37 @@ pub fn psql(cluster: &Cluster, via: Option<&str>, sql: &str, password: Option<&s
     let out = pgtest::run::run_with(&mut cmd, Some(sql.as_bytes()), Duration::from_secs(120))
         .unwrap_or_else(|e| panic!("psql via {via:?}: {e}"));
     String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// A rustls client configuration for the link with `roots` trusted and, if given, a client
+/// certificate and key.
+pub fn raw_client_config(ca: &Path, client: Option<(&Path, &Path)>) -> Arc<rustls::ClientConfig> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for c in wire::net::tls::load_certs(ca).expect("ca") {
+        roots.add(c).expect("root");
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .expect("tls13")
+        .with_root_certificates(roots);
+    let config = match client {
+        Some((cert, key)) => builder
+            .with_client_auth_cert(
+                wire::net::tls::load_certs(cert).expect("cert"),
+                wire::net::tls::load_key(key).expect("key"),
+            )
+            .expect("client auth"),
+        None => builder.with_no_client_auth(),
+    };
+    Arc::new(config)
+}
+
+/// Lines of the server log that record a connection reaching PostgreSQL.
+pub fn connections_in_log(cluster: &Cluster) -> usize {
+    std::fs::read_to_string(cluster.log_path())
+        .expect("server log")
+        .lines()
+        .filter(|l| l.contains("connection received"))
+        .count()
 }

@@ -1,0 +1,168 @@
+//! The pumps without sockets: in-memory pipes show the backpressure bound and that the bytes
+//! arrive whole and in order.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::{decode, encode, DirectionCtx, HIGH_WATER};
+use crate::framer::Framer;
+use crate::link::{parse_spec, LinkDecoder, LinkEncoder, SenderConfig};
+use crate::net::sender::Sender;
+use crate::Direction;
+
+fn ctx(direction: Direction) -> DirectionCtx {
+    DirectionCtx {
+        direction,
+        ready: Arc::new(AtomicBool::new(false)),
+        counters: [Arc::default(), Arc::default()],
+        tap: None,
+    }
+}
+
+/// DataRows of varied text, `n` bytes or a little more in all.
+fn data_rows(n: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut i = 0u32;
+    while out.len() < n {
+        let col = format!(
+            "row {i} of the backpressure test {}",
+            "x".repeat((i % 700) as usize)
+        );
+        let body_len = 2 + 4 + col.len();
+        out.push(b'D');
+        out.extend_from_slice(&((body_len + 4) as u32).to_be_bytes());
+        out.extend_from_slice(&1u16.to_be_bytes());
+        out.extend_from_slice(&(col.len() as u32).to_be_bytes());
+        out.extend_from_slice(col.as_bytes());
+        i += 1;
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_link_stops_the_source_and_nothing_is_lost() {
+    let input = data_rows(8 << 20);
+    let (pg, mut pg_peer) = tokio::io::duplex(64 * 1024);
+    let (link, mut link_peer) = tokio::io::duplex(64 * 1024);
+    let none = parse_spec("none").expect("spec");
+    let sender = Sender::new(
+        Framer::new(Direction::BackendToFrontend),
+        LinkEncoder::new(Direction::BackendToFrontend, SenderConfig::new(none)).expect("encoder"),
+    );
+    let pump =
+        tokio::spawn(
+            async move { encode(pg, link, sender, &ctx(Direction::BackendToFrontend)).await },
+        );
+    let written = Arc::new(AtomicU64::new(0));
+    let count = written.clone();
+    let source = input.clone();
+    let writer = tokio::spawn(async move {
+        for piece in source.chunks(16 * 1024) {
+            pg_peer.write_all(piece).await.expect("write");
+            count.fetch_add(piece.len() as u64, Ordering::Relaxed);
+        }
+        // Dropping the peer ends the stream.
+    });
+    // Nobody reads the link: the pump may buffer its bound plus the pipes, no more.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stalled = written.load(Ordering::Relaxed);
+    assert!(
+        stalled < (HIGH_WATER + 512 * 1024) as u64,
+        "{stalled} bytes accepted while the link was stalled"
+    );
+    let mut link_bytes = Vec::new();
+    link_peer.read_to_end(&mut link_bytes).await.expect("read");
+    writer.await.expect("writer");
+    pump.await.expect("join").expect("encode");
+    // The link bytes decode to the input exactly.
+    let (mut a, b) = tokio::io::duplex(64 * 1024);
+    let (out, mut out_peer) = tokio::io::duplex(64 * 1024);
+    let decoder = LinkDecoder::new(Direction::BackendToFrontend, none).expect("decoder");
+    let dec = tokio::spawn(async move {
+        decode(
+            b,
+            out,
+            decoder,
+            Vec::new(),
+            &ctx(Direction::BackendToFrontend),
+        )
+        .await
+    });
+    let feed = tokio::spawn(async move {
+        a.write_all(&link_bytes).await.expect("write");
+    });
+    let mut back = Vec::new();
+    out_peer.read_to_end(&mut back).await.expect("read");
+    feed.await.expect("feed");
+    dec.await.expect("join").expect("decode");
+    assert!(
+        back == input,
+        "{} bytes back for {}",
+        back.len(),
+        input.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_cut_by_the_end_of_the_stream_is_an_error() {
+    let mut input = data_rows(1000);
+    input.truncate(input.len() - 3);
+    let (pg, mut pg_peer) = tokio::io::duplex(64 * 1024);
+    let (link, mut link_peer) = tokio::io::duplex(64 * 1024);
+    let none = parse_spec("none").expect("spec");
+    let sender = Sender::new(
+        Framer::new(Direction::BackendToFrontend),
+        LinkEncoder::new(Direction::BackendToFrontend, SenderConfig::new(none)).expect("encoder"),
+    );
+    let pump =
+        tokio::spawn(
+            async move { encode(pg, link, sender, &ctx(Direction::BackendToFrontend)).await },
+        );
+    pg_peer.write_all(&input).await.expect("write");
+    drop(pg_peer);
+    let mut sink = Vec::new();
+    let _ = link_peer.read_to_end(&mut sink).await;
+    let err = pump.await.expect("join").expect_err("truncated message");
+    assert!(err.to_string().contains("ends inside the message"), "{err}");
+}
+
+#[test]
+fn the_tap_finds_frames_split_anywhere() {
+    use super::TapWalker;
+    use crate::net::tap::{FrameTap, TapEvent};
+    use std::sync::Mutex;
+    let mut bytes = Vec::new();
+    for (ty, len) in [(b'V', 10usize), (b'R', 0), (b'Z', 7), (b'V', 3)] {
+        bytes.push(ty);
+        bytes.extend_from_slice(&(len as u32).to_be_bytes());
+        bytes.extend(std::iter::repeat_n(0u8, len));
+    }
+    for piece in 1..bytes.len() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let tap: FrameTap = Arc::new(move |e: TapEvent| sink.lock().expect("lock").push(e));
+        let mut walker = TapWalker::default();
+        for chunk in bytes.chunks(piece) {
+            walker.walk(&tap, Direction::BackendToFrontend, chunk);
+        }
+        let got: Vec<(u8, usize, bool)> = seen
+            .lock()
+            .expect("lock")
+            .iter()
+            .map(|e| (e.frame_type, e.payload_len, e.before_ready))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (b'V', 10, true),
+                (b'R', 0, true),
+                (b'Z', 7, false),
+                (b'V', 3, false)
+            ],
+            "pieces of {piece}"
+        );
+    }
+}
