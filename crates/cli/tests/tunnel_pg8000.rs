@@ -26,10 +26,10 @@ fn venv() -> PathBuf {
 /// comparison leaves them out (their outcomes are still printed). `test_broken_pipe_read` terminates a
 /// backend and then writes to its socket: direct, PostgreSQL has closed the socket, and whether pg8000's
 /// read sees the reset (ConnectionResetError, "failed") or the end of the stream ("network error",
-/// "passed") depends on when the RST arrives: the legacy and native ones went both ways in direct runs
-/// here, the dbapi one failed in every direct run seen (pg8000's own `test_broken_pipe_flush` says
-/// "sometimes raises and sometimes doesn't" of the same sequence). Through the tunnel all three always
-/// passed: the write reaches a client half that is still open and the read sees the end of the stream.
+/// "passed") depends on when the RST arrives: each of the three went both ways in direct runs here
+/// (pg8000's own `test_broken_pipe_flush` says "sometimes raises and sometimes doesn't" of the same
+/// sequence). Through the tunnel at fb6992e they always passed: the write reaches a client half that is
+/// still open and the read sees the end of the stream.
 /// Closing the application's socket outright when PostgreSQL closes would make the tunnel race the same
 /// way as a direct connection.
 const RACY: [&str; 3] = [
