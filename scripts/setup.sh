@@ -15,6 +15,8 @@ command -v xz >/dev/null 2>&1 || missing+=(xz-utils)
 command -v gzip >/dev/null 2>&1 || missing+=(gzip)
 command -v pgbackrest >/dev/null 2>&1 || missing+=(pgbackrest)  # the peer of `pgcompress bench archive`
 command -v runuser >/dev/null 2>&1 || missing+=(util-linux)
+# wal2json: an output plugin the logical-decoding tests can compare pgoutput with.
+ls /usr/lib/postgresql/15/lib/wal2json.so >/dev/null 2>&1 || missing+=(postgresql-15-wal2json)
 command -v cc >/dev/null 2>&1 || missing+=(build-essential)
 # Python with venv for moto_server, the S3-compatible server of the archive tests.
 PYTHON=/usr/bin/python3
@@ -57,10 +59,36 @@ if ! have_moto; then
     have_moto || { echo "setup: moto_server did not install into $VENV" >&2; exit 1; }
 fi
 
+# pg8000's own test suite runs direct and through the tunnel (crates/cli/tests/tunnel_pg8000.rs).
+# PyPI ships the tests only in the source distribution, so pg8000 is installed from it into the
+# venv and the unpacked copy (tests included) stays at $VENV/src/pg8000-$PG8000_VERSION. Its test
+# requirements (pyproject.toml, tox deps, minus the linters and packaging tools) are pinned too.
+PG8000_VERSION=1.31.5
+PG8000_SRC=$VENV/src/pg8000-$PG8000_VERSION
+PG8000_TEST_DEPS=(pytest==8.3.5 pytest-mock==3.14.0 pytest-benchmark==5.1.0 pytz==2025.2)
+have_pg8000() {
+    [ -f "$PG8000_SRC/test/native/conftest.py" ] &&
+        [ "$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("pg8000"))' 2>/dev/null)" = "$PG8000_VERSION" ] &&
+        "$VENV/bin/python" -c 'import pytest, pytest_mock, pytest_benchmark, pytz' >/dev/null 2>&1
+}
+if ! have_pg8000; then
+    echo "setup: installing pg8000==$PG8000_VERSION from its source distribution into $VENV" >&2
+    dl=$(mktemp -d)
+    "$VENV/bin/pip" download -q --disable-pip-version-check --no-binary :all: --no-deps \
+        -d "$dl" "pg8000==$PG8000_VERSION"
+    "$VENV/bin/pip" install -q --disable-pip-version-check "$dl/pg8000-$PG8000_VERSION.tar.gz" \
+        "${PG8000_TEST_DEPS[@]}"
+    rm -rf "$PG8000_SRC"
+    mkdir -p "$VENV/src"
+    tar -xzf "$dl/pg8000-$PG8000_VERSION.tar.gz" -C "$VENV/src"
+    rm -rf "$dl"
+    have_pg8000 || { echo "setup: pg8000's tests did not install into $PG8000_SRC" >&2; exit 1; }
+fi
+
 for c in rustfmt clippy; do
     if ! cargo "${c/rustfmt/fmt}" --version >/dev/null 2>&1; then
         rustup component add "$c"
     fi
 done
 bash "$(dirname "$0")/chromium.sh"  # headless browser for the wal advise --html report test
-echo "setup: ok ($(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | tail -n 1); moto $MOTO_VERSION in $VENV)" >&2
+echo "setup: ok ($(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | tail -n 1); moto $MOTO_VERSION, pg8000 $PG8000_VERSION in $VENV)" >&2

@@ -17,6 +17,18 @@ pub struct ClusterBuilder {
     pub(crate) archive: bool,
     pub(crate) keep: bool,
     pub(crate) start_timeout: Duration,
+    pub(crate) tcp: bool,
+    pub(crate) hba: Vec<String>,
+    pub(crate) base_backup: Option<BaseBackup>,
+}
+
+/// Where a cluster made by [`ClusterBuilder::from_base_backup`] copies its data from.
+#[derive(Debug, Clone)]
+pub(crate) struct BaseBackup {
+    /// libpq connection string of the server to copy (`pg_basebackup -d`).
+    pub(crate) conninfo: String,
+    /// Whether the copy starts as a streaming standby (`pg_basebackup -R`).
+    pub(crate) standby: bool,
 }
 
 impl Default for ClusterBuilder {
@@ -29,6 +41,9 @@ impl Default for ClusterBuilder {
             archive: false,
             keep: std::env::var_os("PGTEST_KEEP").is_some_and(|v| v == "1"),
             start_timeout: Duration::from_secs(60),
+            tcp: false,
+            hba: Vec::new(),
+            base_backup: None,
         }
     }
 }
@@ -69,6 +84,32 @@ impl ClusterBuilder {
     /// Keeps the temporary directory after the cluster is dropped (also enabled by `PGTEST_KEEP=1`).
     pub fn keep(mut self, keep: bool) -> Self {
         self.keep = keep;
+        self
+    }
+
+    /// Also listens on TCP, on 127.0.0.1 and a port that was free when the cluster was created, for clients
+    /// that only speak TCP (the tunnel, client libraries' test suites). The Unix socket stays.
+    pub fn listen_tcp(mut self, on: bool) -> Self {
+        self.tcp = on;
+        self
+    }
+
+    /// Puts a line at the top of `pg_hba.conf`, ahead of initdb's `trust` lines (the first matching line
+    /// wins); later calls come after earlier ones. For example `host all all 127.0.0.1/32 scram-sha-256`.
+    pub fn hba_line(mut self, line: impl Into<String>) -> Self {
+        self.hba.push(line.into());
+        self
+    }
+
+    /// Makes the data directory with `pg_basebackup -X stream` from the server at `conninfo` (a libpq
+    /// connection string) instead of `initdb`. With `standby`, the copy also gets `pg_basebackup -R`
+    /// (`standby.signal` and a `primary_conninfo` equal to `conninfo`) and starts as a streaming standby;
+    /// without it, it recovers to the end of the backup and starts as a primary of its own.
+    pub fn from_base_backup(mut self, conninfo: impl Into<String>, standby: bool) -> Self {
+        self.base_backup = Some(BaseBackup {
+            conninfo: conninfo.into(),
+            standby,
+        });
         self
     }
 

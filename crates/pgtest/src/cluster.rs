@@ -35,6 +35,7 @@ pub struct Cluster {
     tempdir: Option<TempDir>,
     port: u16,
     archive_dir: Option<PathBuf>,
+    tcp: bool,
     running: AtomicBool,
     start_timeout: Duration,
 }
@@ -65,8 +66,9 @@ impl Cluster {
             install,
             root: root.clone(),
             tempdir: Some(tempdir),
-            port: next_port(),
+            port: if b.tcp { free_tcp_port()? } else { next_port() },
             archive_dir: b.archive.then(|| root.join("archive")),
+            tcp: b.tcp,
             running: AtomicBool::new(false),
             start_timeout: b.start_timeout,
         };
@@ -89,8 +91,12 @@ impl Cluster {
                 max: MAX_SOCKET_PATH,
             });
         }
-        cluster.initdb(b.wal_segsize_mb, b.data_checksums)?;
+        match &b.base_backup {
+            Some(from) => cluster.base_backup(from)?,
+            None => cluster.initdb(b.wal_segsize_mb, b.data_checksums)?,
+        }
         cluster.write_conf(&b.gucs)?;
+        cluster.write_hba(&b.hba)?;
         cluster.pg_ctl_start("start", &[])?;
         Ok(cluster)
     }
@@ -122,7 +128,14 @@ impl Cluster {
         let mut conf = String::from("\n# pgtest harness settings; later lines win\n");
         let socket_dir = self.socket_dir();
         let mut settings: Vec<(&str, String)> = vec![
-            ("listen_addresses", String::new()),
+            (
+                "listen_addresses",
+                if self.tcp {
+                    "127.0.0.1".into()
+                } else {
+                    String::new()
+                },
+            ),
             (
                 "unix_socket_directories",
                 socket_dir.to_string_lossy().into_owned(),
@@ -286,6 +299,11 @@ impl Cluster {
         self.archive_dir.as_deref()
     }
 
+    /// The TCP port on 127.0.0.1, when [`ClusterBuilder::listen_tcp`] was enabled (it is also [`Cluster::port`]).
+    pub fn tcp_port(&self) -> Option<u16> {
+        self.tcp.then_some(self.port)
+    }
+
     /// Connection arguments for libpq programs: `-h <socket dir> -p <port> -U postgres`.
     pub fn conn_args(&self) -> Vec<String> {
         vec![
@@ -431,6 +449,17 @@ impl ClusterBuilder {
         }
         Cluster::create(self)
     }
+}
+
+/// A TCP port on 127.0.0.1 that nothing listens on right now (the kernel's pick for port 0). Another process
+/// could take it before the server binds it; the server would then fail to start with a clear log line.
+fn free_tcp_port() -> Result<u16> {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
+        .map_err(Error::io("finding a free TCP port on 127.0.0.1"))?;
+    let addr = listener
+        .local_addr()
+        .map_err(Error::io("finding a free TCP port on 127.0.0.1"))?;
+    Ok(addr.port())
 }
 
 fn next_port() -> u16 {

@@ -19,6 +19,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod backup;
 mod builder;
 mod cluster;
 mod error;
