@@ -272,9 +272,6 @@ fn check_inserted(cluster: &Cluster, method: &str) {
 /// An INSERT whose text holds the value as a literal: one Query message (a compressible type) of 1 MB,
 /// then of 300 MB. Memory as above.
 #[test]
-#[ignore = "blocked by this branch's tunnel (t1-tunnel-runtime at fb6992e): a compressed Query over about \
-            1 MB never reaches PostgreSQL in full (the backend waits in ClientRead); passes with main at 9279883 \
-            (fcb8192, the sender feeds pieces): remove this line once merged"]
 fn a_300mb_query_message() {
     let cluster = Cluster::start().expect("cluster");
     cluster

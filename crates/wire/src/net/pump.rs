@@ -129,9 +129,7 @@ where
     // The first packet pushed before the loop (the client half's) goes out at once.
     let mut first = sender.pending() > 0;
     while !eof {
-        let mut idle = first;
-        first = false;
-        if !idle {
+        if !std::mem::take(&mut first) {
             let n = src
                 .read(&mut buf)
                 .await
@@ -141,25 +139,22 @@ where
             } else {
                 feed(&mut sender, &buf[..n], ctx)?;
             }
-            idle = eof;
             while !eof && sender.pending() < HIGH_WATER {
                 match read_now(&mut src, &mut buf).await {
-                    None => {
-                        idle = true;
-                        break;
-                    }
-                    Some(Ok(0)) => {
-                        eof = true;
-                        idle = true;
-                    }
+                    None => break,
+                    Some(Ok(0)) => eof = true,
                     Some(Ok(n)) => feed(&mut sender, &buf[..n], ctx)?,
                     Some(Err(e)) => return Err(NetError::io(what("read"), e)),
                 }
             }
         }
+        // Whatever stopped the reads (nothing more ready, or HIGH_WATER link bytes waiting),
+        // the chunk in progress goes out with this write: the next read may wait for the
+        // application, which may itself be waiting for those bytes to reach PostgreSQL. The
+        // context is flushed, not reset, so a bulk transfer loses only a few bytes per write.
         if eof {
             sender.finish()?;
-        } else if idle {
+        } else {
             sender.flush()?;
         }
         if ctx.direction == Direction::BackendToFrontend && sender.is_ready() {

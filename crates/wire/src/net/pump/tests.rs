@@ -166,3 +166,71 @@ fn the_tap_finds_frames_split_anywhere() {
         );
     }
 }
+
+/// A long Query of half-compressible text, its application then waiting for the answer
+/// without closing: every byte must reach the other side although the last read left more
+/// than [`HIGH_WATER`] link bytes waiting (the chunk in progress once stayed behind, and
+/// PostgreSQL waited in ClientRead for a message the client had finished sending).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_message_arrives_whole_while_its_sender_waits() {
+    // Letters from a 16-letter alphabet, scrambled: zstd gets about 2:1, so a burst of reads
+    // makes HIGH_WATER link bytes before the message ends.
+    let mut x = 0x9e37_79b9_u32;
+    let text: Vec<u8> = (0..3 << 20)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            b'a' + (x % 16) as u8
+        })
+        .collect();
+    // Where the last read falls against HIGH_WATER depends on the length: try several.
+    for (len, spec) in (0..12)
+        .map(|k| (1 << 20) + k * 37_000)
+        .flat_map(|len| [(len, "zstd:1"), (len, "lz4")])
+    {
+        let mut msg = vec![b'Q'];
+        msg.extend_from_slice(&((4 + len + 1) as u32).to_be_bytes());
+        msg.extend_from_slice(&text[..len]);
+        msg.push(0);
+        let (app, mut app_peer) = tokio::io::duplex(1 << 20);
+        let (link, link_peer) = tokio::io::duplex(1 << 20);
+        let (out, mut out_peer) = tokio::io::duplex(1 << 20);
+        let spec = parse_spec(spec).expect("spec");
+        let mut encoder = LinkEncoder::new(
+            Direction::FrontendToBackend,
+            SenderConfig::new(spec.clone()),
+        )
+        .expect("encoder");
+        encoder.session_ready();
+        // A framer past its first packet, taking messages whole as it does up to its
+        // whole-message limit: the message's link bytes all appear at its last read.
+        let mut framer = Framer::new(Direction::FrontendToBackend).with_whole_max(64 << 20);
+        let startup = [0, 0, 0, 8, 0, 3, 0, 0];
+        assert!(framer.poll(&startup).expect("startup").is_some());
+        let sender = Sender::new(framer, encoder);
+        let ectx = ctx(Direction::FrontendToBackend);
+        let pump = tokio::spawn(async move { encode(app, link, sender, &ectx).await });
+        let mut decoder = LinkDecoder::new(Direction::FrontendToBackend, spec).expect("decoder");
+        decoder.session_ready();
+        let dctx = ctx(Direction::FrontendToBackend);
+        let unpump =
+            tokio::spawn(async move { decode(link_peer, out, decoder, Vec::new(), &dctx).await });
+        let sent = msg.clone();
+        // The application writes the message and keeps its socket open, as psql waiting for
+        // the result does.
+        let writer = tokio::spawn(async move {
+            app_peer.write_all(&sent).await.expect("write");
+            app_peer
+        });
+        let mut got = vec![0u8; msg.len()];
+        tokio::time::timeout(Duration::from_secs(5), out_peer.read_exact(&mut got))
+            .await
+            .unwrap_or_else(|_| panic!("{len} bytes, {spec}: the message never arrived whole"))
+            .expect("read");
+        assert!(got == msg);
+        drop(writer.await.expect("writer"));
+        pump.await.expect("join").expect("encode");
+        unpump.await.expect("join").expect("decode");
+    }
+}
