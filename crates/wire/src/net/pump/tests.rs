@@ -197,11 +197,8 @@ async fn a_long_message_arrives_whole_while_its_sender_waits() {
         let (link, link_peer) = tokio::io::duplex(1 << 20);
         let (out, mut out_peer) = tokio::io::duplex(1 << 20);
         let spec = parse_spec(spec).expect("spec");
-        let mut encoder = LinkEncoder::new(
-            Direction::FrontendToBackend,
-            SenderConfig::new(spec.clone()),
-        )
-        .expect("encoder");
+        let mut encoder = LinkEncoder::new(Direction::FrontendToBackend, SenderConfig::new(spec))
+            .expect("encoder");
         encoder.session_ready();
         // A framer past its first packet, taking messages whole as it does up to its
         // whole-message limit: the message's link bytes all appear at its last read.
