@@ -27,6 +27,9 @@ use crate::output::bytes;
 
 /// How long one read waits, so signals, timers and the progress line are looked at.
 const POLL: Duration = Duration::from_millis(200);
+/// Longest gap between status updates while a transaction is replayed: well inside any
+/// sensible `wal_sender_timeout` (60 s by default; the tests run with 10 s).
+const REPLAY_STATUS_SECS: f64 = 1.0;
 /// Output gathered before it is handed to the sink.
 const CHUNK: usize = 1 << 20;
 /// SQLSTATE duplicate_object: the slot exists.
@@ -313,7 +316,7 @@ impl Recv {
             .with_context(|| format!("transaction {} committed at {}", t.xid, t.commit_lsn))?
         {
             replayed += 1;
-            if replayed % 1024 == 0 {
+            if replayed % 256 == 0 {
                 // Replaying a transaction of gigabytes takes longer than wal_sender_timeout:
                 // keep telling the server we are alive (the flush LSN does not move meanwhile).
                 self.status_if_due()?;
@@ -383,9 +386,12 @@ impl Recv {
         )
     }
 
-    /// Sends a status update if `--status-interval` has passed since the last one.
+    /// During a replay: sends a status update if a second (or `--status-interval`, if
+    /// shorter) has passed since the last one. The socket is not read meanwhile, so the
+    /// server's keepalive requests go unanswered; these updates stand in for the answers.
     fn status_if_due(&mut self) -> Result<()> {
-        if self.last_status.elapsed().as_secs_f64() >= self.args.status_interval.max(0.1) {
+        let every = self.args.status_interval.clamp(0.1, REPLAY_STATUS_SECS);
+        if self.last_status.elapsed().as_secs_f64() >= every {
             self.send_status(false)?;
         }
         Ok(())
