@@ -205,11 +205,18 @@ fn a_long_query_crosses_the_link_in_both_framings() {
                     break;
                 }
             }
-            assert!(buf.is_empty(), "{spec}/{whole_max}: {} link bytes left", buf.len());
+            assert!(
+                buf.is_empty(),
+                "{spec}/{whole_max}: {} link bytes left",
+                buf.len()
+            );
             assert_eq!(out.len(), stream.len(), "{spec}/{whole_max}");
             assert!(out == stream, "{spec}/{whole_max}: bytes differ");
             if spec != "none" {
-                assert!(enc.counters().chunks > 0, "{spec}/{whole_max}: nothing compressed");
+                assert!(
+                    enc.counters().chunks > 0,
+                    "{spec}/{whole_max}: nothing compressed"
+                );
             }
         }
     }
