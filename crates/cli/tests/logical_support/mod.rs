@@ -30,6 +30,28 @@ pub fn pgcompress() -> Command {
     Command::new(env!("CARGO_BIN_EXE_pgcompress"))
 }
 
+/// Runs `sql` with the cluster's `psql` binary on `conninfo`, stopping at the first error,
+/// and asserts that it succeeded: for worker threads, which cannot borrow the cluster.
+pub fn run_psql(psql: &Path, conninfo: &str, sql: &str) {
+    let mut cmd = Command::new(psql);
+    cmd.args([
+        "-X",
+        "-q",
+        "-v",
+        "ON_ERROR_STOP=1",
+        "-d",
+        conninfo,
+        "-c",
+        sql,
+    ]);
+    let o = pgtest::run(&mut cmd).expect("run psql");
+    assert!(
+        o.status.success(),
+        "psql failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// `logical recv` on `slot` into `out` until the server has sent `stop` (plus `extra` args).
 pub fn recv(cluster: &Cluster, slot: &str, out: &Path, stop: &str, extra: &[&str]) -> Output {
     let mut cmd = pgcompress();
