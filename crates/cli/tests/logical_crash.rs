@@ -3,7 +3,7 @@
 
 mod logical_support;
 
-use logical_support::{assert_same, cluster, ours, pgcompress, recv, run_psql, test_decoding};
+use logical_support::{assert_same, cluster, ours, recv, recv_command, run_psql, test_decoding};
 use pgtest::Cluster;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
@@ -77,7 +77,7 @@ fn wait_slot_idle(cluster: &Cluster) {
 /// Odd trials fsync in batches (--fsync-interval), even ones after every transaction.
 fn start(cluster: &Cluster, out: &Path, trial: usize) -> std::process::Child {
     let interval = if trial % 2 == 1 { "0.2" } else { "0" };
-    recv_command(cluster, out)
+    piped_recv(cluster, out)
         .args(["--fsync-interval", interval])
         .spawn()
         .expect("spawn pgcompress")
@@ -85,28 +85,12 @@ fn start(cluster: &Cluster, out: &Path, trial: usize) -> std::process::Child {
 
 /// `logical recv` on slot `ours` into `out` with a 64kB work_mem, stdout dropped and stderr
 /// piped; the caller adds its own options and spawns it.
-fn recv_command(cluster: &Cluster, out: &Path) -> Command {
-    let mut cmd = pgcompress();
-    cmd.args([
-        "logical",
-        "recv",
-        "--dbname",
-        &cluster.conninfo(),
-        "--slot",
-        "ours",
-    ])
-    .args([
-        "--publication",
-        "p",
-        "--work-mem",
-        "64kB",
-        "--idle-exit",
-        "60",
-        "-o",
-    ])
-    .arg(out)
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped());
+fn piped_recv(cluster: &Cluster, out: &Path) -> Command {
+    let mut cmd = recv_command(cluster, "ours");
+    cmd.args(["--work-mem", "64kB", "--idle-exit", "60", "-o"])
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
     cmd
 }
 
@@ -186,7 +170,7 @@ fn corrupt_spill_record_stops_with_file_and_offset_and_writes_nothing_of_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("cdc.jsonl");
     let spill = dir.path().join("spill");
-    let child = recv_command(&cluster, &out)
+    let child = piped_recv(&cluster, &out)
         .arg("--spill-dir")
         .arg(&spill)
         .spawn()

@@ -52,8 +52,9 @@ pub fn run_psql(psql: &Path, conninfo: &str, sql: &str) {
     );
 }
 
-/// `logical recv` on `slot` into `out` until the server has sent `stop` (plus `extra` args).
-pub fn recv(cluster: &Cluster, slot: &str, out: &Path, stop: &str, extra: &[&str]) -> Output {
+/// `pgcompress logical recv` on `cluster`'s database, `slot` and publication `p`; the caller
+/// adds the rest.
+pub fn recv_command(cluster: &Cluster, slot: &str) -> Command {
     let mut cmd = pgcompress();
     cmd.args([
         "logical",
@@ -62,11 +63,19 @@ pub fn recv(cluster: &Cluster, slot: &str, out: &Path, stop: &str, extra: &[&str
         &cluster.conninfo(),
         "--slot",
         slot,
-    ])
-    .args(["--publication", "p", "-o"])
-    .arg(out)
-    .args(["--stop-at-lsn", stop, "--idle-exit", "60", "--json"])
-    .args(extra);
+        "--publication",
+        "p",
+    ]);
+    cmd
+}
+
+/// `logical recv` on `slot` into `out` until the server has sent `stop` (plus `extra` args).
+pub fn recv(cluster: &Cluster, slot: &str, out: &Path, stop: &str, extra: &[&str]) -> Output {
+    let mut cmd = recv_command(cluster, slot);
+    cmd.arg("-o")
+        .arg(out)
+        .args(["--stop-at-lsn", stop, "--idle-exit", "60", "--json"])
+        .args(extra);
     let o = cmd.output().expect("run pgcompress");
     assert!(
         o.status.success(),
