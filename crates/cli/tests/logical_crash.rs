@@ -3,11 +3,11 @@
 
 mod logical_support;
 
-use logical_support::{assert_same, cluster, ours, pgcompress, recv, test_decoding};
+use logical_support::{assert_same, cluster, ours, recv, recv_command, run_psql, test_decoding};
 use pgtest::Cluster;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -77,30 +77,21 @@ fn wait_slot_idle(cluster: &Cluster) {
 /// Odd trials fsync in batches (--fsync-interval), even ones after every transaction.
 fn start(cluster: &Cluster, out: &Path, trial: usize) -> std::process::Child {
     let interval = if trial % 2 == 1 { "0.2" } else { "0" };
-    pgcompress()
-        .args([
-            "logical",
-            "recv",
-            "--dbname",
-            &cluster.conninfo(),
-            "--slot",
-            "ours",
-        ])
-        .args([
-            "--publication",
-            "p",
-            "--work-mem",
-            "64kB",
-            "--idle-exit",
-            "60",
-            "-o",
-        ])
-        .arg(out)
+    piped_recv(cluster, out)
         .args(["--fsync-interval", interval])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
         .spawn()
         .expect("spawn pgcompress")
+}
+
+/// `logical recv` on slot `ours` into `out` with a 64kB work_mem, stdout dropped and stderr
+/// piped; the caller adds its own options and spawns it.
+fn piped_recv(cluster: &Cluster, out: &Path) -> Command {
+    let mut cmd = recv_command(cluster, "ours");
+    cmd.args(["--work-mem", "64kB", "--idle-exit", "60", "-o"])
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    cmd
 }
 
 #[test]
@@ -125,19 +116,7 @@ fn kill_9_at_random_moments_loses_and_duplicates_nothing() {
         thread::spawn(move || {
             let mut k = 0;
             while !done.load(Ordering::SeqCst) || k < 4 {
-                let mut cmd = std::process::Command::new(&psql);
-                cmd.args([
-                    "-X",
-                    "-q",
-                    "-v",
-                    "ON_ERROR_STOP=1",
-                    "-d",
-                    &conninfo,
-                    "-c",
-                    &round(k),
-                ]);
-                let o = pgtest::run(&mut cmd).expect("workload round");
-                assert!(o.status.success());
+                run_psql(&psql, &conninfo, &round(k));
                 k += 1;
             }
             k
@@ -191,29 +170,9 @@ fn corrupt_spill_record_stops_with_file_and_offset_and_writes_nothing_of_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("cdc.jsonl");
     let spill = dir.path().join("spill");
-    let child = pgcompress()
-        .args([
-            "logical",
-            "recv",
-            "--dbname",
-            &cluster.conninfo(),
-            "--slot",
-            "ours",
-        ])
-        .args([
-            "--publication",
-            "p",
-            "--work-mem",
-            "64kB",
-            "--idle-exit",
-            "60",
-            "-o",
-        ])
-        .arg(&out)
+    let child = piped_recv(&cluster, &out)
         .arg("--spill-dir")
         .arg(&spill)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
         .spawn()
         .expect("spawn pgcompress");
     cluster

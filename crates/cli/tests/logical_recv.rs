@@ -7,7 +7,8 @@
 mod logical_support;
 
 use logical_support::{
-    assert_same, cluster, has_wal2json, ours, recv, test_decoding, w2j_normalise, wal2json,
+    assert_same, cluster, has_wal2json, ours, recv, run_psql, test_decoding, w2j_normalise,
+    wal2json,
 };
 use pgtest::Cluster;
 use std::thread;
@@ -86,21 +87,7 @@ fn interleaved(cluster: &Cluster) {
             );
             let conninfo = cluster.conninfo();
             let psql = cluster.install().bin("psql");
-            thread::spawn(move || {
-                let mut cmd = std::process::Command::new(psql);
-                cmd.args([
-                    "-X",
-                    "-q",
-                    "-v",
-                    "ON_ERROR_STOP=1",
-                    "-d",
-                    &conninfo,
-                    "-c",
-                    &sql,
-                ]);
-                let out = pgtest::run(&mut cmd).expect("psql session");
-                assert!(out.status.success());
-            })
+            thread::spawn(move || run_psql(&psql, &conninfo, &sql))
         })
         .collect();
     for s in sessions {

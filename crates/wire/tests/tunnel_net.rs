@@ -92,6 +92,13 @@ use wire::link::{parse_spec, Hello, Reply};
 use wire::net::Report;
 use wire::Direction;
 
+/// `psql -X -At -c sql` to `host` and `port` (the tunnel's client half), not yet run.
+fn psql_command(cluster: &Cluster, host: &str, port: &str, sql: &str) -> std::process::Command {
+    let mut cmd = cluster.command("psql");
+    cmd.args(["-X", "-At", "-h", host, "-p", port, "-c", sql]);
+    cmd
+}
+
 fn socket_upstream(cluster: &Cluster) -> Endpoint {
     Endpoint::parse(
         cluster.socket_dir().to_str().expect("utf-8 path"),
@@ -433,26 +440,14 @@ fn application_tls_and_an_unreachable_server_half() {
         Endpoint::Tcp("127.0.0.1:0".into()),
     );
     let port = tunnel.client_port();
-    let mut cmd = cluster.command("psql");
-    cmd.args(["-X", "-At", "-h", "127.0.0.1", "-p", &port, "-c"]);
-    cmd.arg("SELECT 'over tls'");
+    let mut cmd = psql_command(&cluster, "127.0.0.1", &port, "SELECT 'over tls'");
     cmd.env("PGSSLMODE", "require");
     let out = pgtest::run::run_with(&mut cmd, None, Duration::from_secs(30)).expect("psql");
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "over tls");
     // Without the server half the application gets a FATAL error that says why.
     tunnel.stop_server();
     let tunnel_reports = tunnel.client_reports.clone();
-    let mut cmd = cluster.command("psql");
-    cmd.args([
-        "-X",
-        "-At",
-        "-h",
-        "127.0.0.1",
-        "-p",
-        &port,
-        "-c",
-        "SELECT 1",
-    ]);
+    let mut cmd = psql_command(&cluster, "127.0.0.1", &port, "SELECT 1");
     let err =
         pgtest::run::run_with(&mut cmd, None, Duration::from_secs(30)).expect_err("no server half");
     assert!(err.to_string().contains("pgcompress tunnel"), "{err}");
@@ -471,17 +466,7 @@ fn cancel_request_is_carried_to_postgresql() {
     let cluster = Cluster::start().expect("cluster");
     let tunnel = Tunnel::start(socket_upstream(&cluster), "zstd:1");
     let port = tunnel.client_port();
-    let mut cmd = cluster.command("psql");
-    cmd.args([
-        "-X",
-        "-At",
-        "-h",
-        "127.0.0.1",
-        "-p",
-        &port,
-        "-c",
-        "SELECT pg_sleep(30)",
-    ]);
+    let mut cmd = psql_command(&cluster, "127.0.0.1", &port, "SELECT pg_sleep(30)");
     cmd.stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     pgtest::run::as_server_user(&mut cmd).expect("server user");
@@ -525,17 +510,7 @@ fn applications_connect_on_a_unix_socket() {
     );
     // A probe that connects and leaves is no error.
     drop(std::os::unix::net::UnixStream::connect(&tunnel.client_addr).expect("probe"));
-    let mut cmd = cluster.command("psql");
-    cmd.args([
-        "-X",
-        "-At",
-        "-h",
-        sockdir,
-        "-p",
-        "6543",
-        "-c",
-        "SELECT 'via the socket'",
-    ]);
+    let mut cmd = psql_command(&cluster, sockdir, "6543", "SELECT 'via the socket'");
     let out = pgtest::run::run_with(&mut cmd, None, Duration::from_secs(30)).expect("psql");
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
@@ -559,17 +534,7 @@ fn a_second_signal_ends_the_drain_at_once() {
     let port = tunnel.client_port();
     let result = std::thread::scope(|s| {
         let q = s.spawn(|| {
-            let mut cmd = cluster.command("psql");
-            cmd.args([
-                "-X",
-                "-At",
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &port,
-                "-c",
-                "SELECT pg_sleep(30)",
-            ]);
+            let mut cmd = psql_command(&cluster, "127.0.0.1", &port, "SELECT pg_sleep(30)");
             pgtest::run::run_with(&mut cmd, None, Duration::from_secs(60))
         });
         tunnel.wait_open(1);
@@ -594,17 +559,7 @@ fn an_unreachable_postgresql_is_reported_to_the_application() {
     let upstream = Endpoint::Unix(gone.path().join(".s.PGSQL.5432"));
     let tunnel = Tunnel::start(upstream, "zstd:1");
     let port = tunnel.client_port();
-    let mut cmd = cluster.command("psql");
-    cmd.args([
-        "-X",
-        "-At",
-        "-h",
-        "127.0.0.1",
-        "-p",
-        &port,
-        "-c",
-        "SELECT 1",
-    ]);
+    let mut cmd = psql_command(&cluster, "127.0.0.1", &port, "SELECT 1");
     cmd.env("PGSSLMODE", "disable");
     let err = pgtest::run::run_with(&mut cmd, None, Duration::from_secs(30))
         .expect_err("no PostgreSQL behind the server half");

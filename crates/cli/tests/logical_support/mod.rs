@@ -30,8 +30,31 @@ pub fn pgcompress() -> Command {
     Command::new(env!("CARGO_BIN_EXE_pgcompress"))
 }
 
-/// `logical recv` on `slot` into `out` until the server has sent `stop` (plus `extra` args).
-pub fn recv(cluster: &Cluster, slot: &str, out: &Path, stop: &str, extra: &[&str]) -> Output {
+/// Runs `sql` with the cluster's `psql` binary on `conninfo`, stopping at the first error,
+/// and asserts that it succeeded: for worker threads, which cannot borrow the cluster.
+pub fn run_psql(psql: &Path, conninfo: &str, sql: &str) {
+    let mut cmd = Command::new(psql);
+    cmd.args([
+        "-X",
+        "-q",
+        "-v",
+        "ON_ERROR_STOP=1",
+        "-d",
+        conninfo,
+        "-c",
+        sql,
+    ]);
+    let o = pgtest::run(&mut cmd).expect("run psql");
+    assert!(
+        o.status.success(),
+        "psql failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// `pgcompress logical recv` on `cluster`'s database, `slot` and publication `p`; the caller
+/// adds the rest.
+pub fn recv_command(cluster: &Cluster, slot: &str) -> Command {
     let mut cmd = pgcompress();
     cmd.args([
         "logical",
@@ -40,11 +63,19 @@ pub fn recv(cluster: &Cluster, slot: &str, out: &Path, stop: &str, extra: &[&str
         &cluster.conninfo(),
         "--slot",
         slot,
-    ])
-    .args(["--publication", "p", "-o"])
-    .arg(out)
-    .args(["--stop-at-lsn", stop, "--idle-exit", "60", "--json"])
-    .args(extra);
+        "--publication",
+        "p",
+    ]);
+    cmd
+}
+
+/// `logical recv` on `slot` into `out` until the server has sent `stop` (plus `extra` args).
+pub fn recv(cluster: &Cluster, slot: &str, out: &Path, stop: &str, extra: &[&str]) -> Output {
+    let mut cmd = recv_command(cluster, slot);
+    cmd.arg("-o")
+        .arg(out)
+        .args(["--stop-at-lsn", stop, "--idle-exit", "60", "--json"])
+        .args(extra);
     let o = cmd.output().expect("run pgcompress");
     assert!(
         o.status.success(),

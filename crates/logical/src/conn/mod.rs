@@ -117,7 +117,14 @@ impl Connection {
                 Stream::Tcp(s)
             }
         };
-        let mut conn = Connection {
+        let mut conn = Connection::over(stream);
+        auth::startup(&mut conn, config)?;
+        Ok(conn)
+    }
+
+    /// A connection on `stream` before the startup exchange: empty buffers, no timeout.
+    fn over(stream: Stream) -> Connection {
+        Connection {
             stream,
             rbuf: vec![0; READ_CHUNK],
             rstart: 0,
@@ -125,9 +132,7 @@ impl Connection {
             wbuf: BytesMut::new(),
             timeout: None,
             params: HashMap::new(),
-        };
-        auth::startup(&mut conn, config)?;
-        Ok(conn)
+        }
     }
 
     /// A parameter the server reported (`server_version`, `server_encoding`, …).
@@ -270,15 +275,7 @@ mod tests {
     use super::*;
 
     fn over(stream: UnixStream) -> Connection {
-        Connection {
-            stream: Stream::Unix(stream),
-            rbuf: vec![0; READ_CHUNK],
-            rstart: 0,
-            rend: 0,
-            wbuf: BytesMut::new(),
-            timeout: None,
-            params: HashMap::new(),
-        }
+        Connection::over(Stream::Unix(stream))
     }
 
     fn frame(tag: u8, body: &[u8]) -> Vec<u8> {

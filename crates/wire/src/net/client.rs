@@ -2,7 +2,7 @@
 //! requests, then carries each connection over its own TLS link to the server half.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,8 +16,7 @@ use super::error::NetError;
 use super::meter::{MeterTargets, Metered};
 use super::pump::{self, DirectionCtx};
 use super::sender::Sender;
-use super::server::OpenGuard;
-use super::stats::{ConnectionReport, DirectionCounters, Half, Stats, StatsSnapshot};
+use super::stats::{track_connection, DirectionCounters, Half, Stats, StatsSnapshot};
 use super::{serve, Report, Reporter, Shutdown, HANDSHAKE_TIMEOUT};
 use crate::framer::{Framer, Kind};
 use crate::link::{Accept, Hello, LinkDecoder, LinkEncoder, Reply, SenderConfig, TagSet};
@@ -112,27 +111,16 @@ pub async fn run_client(
 
 async fn serve_app(app: Stream, peer: String, shared: Arc<Shared>) {
     let started = Instant::now();
-    let stats = &shared.stats;
-    let id = stats.total.fetch_add(1, Ordering::Relaxed) + 1;
-    stats.open.fetch_add(1, Ordering::Relaxed);
-    let _guard = OpenGuard(stats.clone());
-    let conn_f2b = Arc::new(DirectionCounters::default());
-    let conn_b2f = Arc::new(DirectionCounters::default());
-    let result = carry(app, &shared, [conn_f2b.clone(), conn_b2f.clone()]).await;
-    let error = result.err().map(|e| {
-        if e.is_link_data() {
-            stats.decompression_errors.fetch_add(1, Ordering::Relaxed);
-        }
-        e.to_string()
-    });
-    (shared.report)(Report::Connection(ConnectionReport {
-        id,
+    let conn: [Arc<DirectionCounters>; 2] = Default::default();
+    let report = track_connection(
+        &shared.stats,
         peer,
-        duration_secs: started.elapsed().as_secs_f64(),
-        frontend_to_backend: conn_f2b.snapshot(),
-        backend_to_frontend: conn_b2f.snapshot(),
-        error,
-    }));
+        started,
+        &conn,
+        carry(app, &shared, conn.clone()),
+    )
+    .await;
+    (shared.report)(Report::Connection(report));
 }
 
 /// The application's first packet, after any encryption request was answered.

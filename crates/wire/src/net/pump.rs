@@ -167,13 +167,8 @@ where
             walker.walk(tap, ctx.direction, out);
         }
         let n = out.len();
-        dst.write_all(out)
-            .await
-            .map_err(|e| NetError::io(what("write"), e))?;
+        write_flushed(&mut dst, out, ctx.direction).await?;
         sender.consume(n);
-        dst.flush()
-            .await
-            .map_err(|e| NetError::io(what("write"), e))?;
         let now = sender.counters();
         ctx.add(&counted, &now);
         counted = now;
@@ -181,6 +176,19 @@ where
     // Best effort: the peer may already have closed its side, which ends nothing more.
     let _ = dst.shutdown().await;
     Ok(())
+}
+
+/// Writes all of `bytes` to `dst` and flushes it, so that what is ready reaches the peer now.
+async fn write_flushed<W: AsyncWrite + Unpin>(
+    dst: &mut W,
+    bytes: &[u8],
+    direction: Direction,
+) -> Result<(), NetError> {
+    let what = || format!("{direction} write");
+    dst.write_all(bytes)
+        .await
+        .map_err(|e| NetError::io(what(), e))?;
+    dst.flush().await.map_err(|e| NetError::io(what(), e))
 }
 
 fn feed(sender: &mut Sender, bytes: &[u8], ctx: &DirectionCtx) -> Result<(), NetError> {
@@ -258,13 +266,8 @@ where
             }
         }
         input.drain(..at);
-        dst.write_all(&out)
-            .await
-            .map_err(|e| NetError::io(what("write"), e))?;
+        write_flushed(&mut dst, &out, ctx.direction).await?;
         out.clear();
-        dst.flush()
-            .await
-            .map_err(|e| NetError::io(what("write"), e))?;
         let now = decoder.counters();
         ctx.add(&counted, &now);
         counted = now;

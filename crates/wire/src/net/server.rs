@@ -14,7 +14,7 @@ use super::error::NetError;
 use super::meter::{MeterTargets, Metered};
 use super::pump::{self, DirectionCtx};
 use super::sender::Sender;
-use super::stats::{ConnectionReport, DirectionCounters, Half, Stats, StatsSnapshot};
+use super::stats::{track_connection, DirectionCounters, Half, Stats, StatsSnapshot};
 use super::tap::FrameTap;
 use super::{serve, Report, Reporter, Shutdown, HANDSHAKE_TIMEOUT};
 use crate::framer::Framer;
@@ -83,15 +83,6 @@ pub async fn run_server(
     .await
 }
 
-/// Decrements the open count however the connection ends (also when aborted).
-pub(crate) struct OpenGuard(pub(crate) Arc<Stats>);
-
-impl Drop for OpenGuard {
-    fn drop(&mut self) {
-        self.0.open.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 async fn serve_link(stream: Stream, peer: String, shared: Arc<Shared>) {
     let started = Instant::now();
     let conn_f2b = Arc::new(DirectionCounters::default());
@@ -117,31 +108,16 @@ async fn serve_link(stream: Stream, peer: String, shared: Arc<Shared>) {
     if let Ok(mut m) = stats.method.lock() {
         *m = hello.backend_spec.to_string();
     }
-    let id = stats.total.fetch_add(1, Ordering::Relaxed) + 1;
-    stats.open.fetch_add(1, Ordering::Relaxed);
-    let _guard = OpenGuard(stats.clone());
-    let result = pump_link(
-        link,
-        hello,
-        rest,
-        &shared,
-        [conn_f2b.clone(), conn_b2f.clone()],
+    let conn = [conn_f2b, conn_b2f];
+    let report = track_connection(
+        stats,
+        peer,
+        started,
+        &conn,
+        pump_link(link, hello, rest, &shared, conn.clone()),
     )
     .await;
-    let error = result.err().map(|e| {
-        if e.is_link_data() {
-            stats.decompression_errors.fetch_add(1, Ordering::Relaxed);
-        }
-        e.to_string()
-    });
-    (shared.report)(Report::Connection(ConnectionReport {
-        id,
-        peer,
-        duration_secs: started.elapsed().as_secs_f64(),
-        frontend_to_backend: conn_f2b.snapshot(),
-        backend_to_frontend: conn_b2f.snapshot(),
-        error,
-    }));
+    (shared.report)(Report::Connection(report));
 }
 
 type Link = tokio_rustls::server::TlsStream<Metered<Stream>>;

@@ -1,8 +1,10 @@
 //! Counters of one tunnel half, the stats file and the per-connection report.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
@@ -162,6 +164,45 @@ impl Stats {
             frontend_to_backend: self.f2b.snapshot(),
             backend_to_frontend: self.b2f.snapshot(),
         }
+    }
+}
+
+/// Decrements the open count however the connection ends (also when aborted).
+struct OpenGuard(Arc<Stats>);
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Counts one connection of either half for its whole life: numbers it and holds it open in
+/// `stats` while `carry` runs, counts a failure on link data as a decompression error, and
+/// returns its report. `conn` holds the connection's own frontend->backend and
+/// backend->frontend counters, which `carry` fills.
+pub(crate) async fn track_connection(
+    stats: &Arc<Stats>,
+    peer: String,
+    started: Instant,
+    conn: &[Arc<DirectionCounters>; 2],
+    carry: impl Future<Output = Result<(), NetError>>,
+) -> ConnectionReport {
+    let id = stats.total.fetch_add(1, Ordering::Relaxed) + 1;
+    stats.open.fetch_add(1, Ordering::Relaxed);
+    let _guard = OpenGuard(stats.clone());
+    let error = carry.await.err().map(|e| {
+        if e.is_link_data() {
+            stats.decompression_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        e.to_string()
+    });
+    ConnectionReport {
+        id,
+        peer,
+        duration_secs: started.elapsed().as_secs_f64(),
+        frontend_to_backend: conn[0].snapshot(),
+        backend_to_frontend: conn[1].snapshot(),
+        error,
     }
 }
 

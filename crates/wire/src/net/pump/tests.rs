@@ -5,11 +5,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+use tokio::task::JoinHandle;
 
 use super::{decode, encode, DirectionCtx, HIGH_WATER};
 use crate::framer::Framer;
 use crate::link::{parse_spec, LinkDecoder, LinkEncoder, SenderConfig};
+use crate::net::error::NetError;
 use crate::net::sender::Sender;
 use crate::Direction;
 
@@ -20,6 +22,23 @@ fn ctx(direction: Direction) -> DirectionCtx {
         counters: [Arc::default(), Arc::default()],
         tap: None,
     }
+}
+
+/// Starts a backend->frontend encode pump with method `none` between two in-memory pipes;
+/// returns the PostgreSQL side to write to, the link side to read from, and the pump.
+fn spawn_encoder() -> (DuplexStream, DuplexStream, JoinHandle<Result<(), NetError>>) {
+    let (pg, pg_peer) = tokio::io::duplex(64 * 1024);
+    let (link, link_peer) = tokio::io::duplex(64 * 1024);
+    let none = parse_spec("none").expect("spec");
+    let sender = Sender::new(
+        Framer::new(Direction::BackendToFrontend),
+        LinkEncoder::new(Direction::BackendToFrontend, SenderConfig::new(none)).expect("encoder"),
+    );
+    let pump =
+        tokio::spawn(
+            async move { encode(pg, link, sender, &ctx(Direction::BackendToFrontend)).await },
+        );
+    (pg_peer, link_peer, pump)
 }
 
 /// DataRows of varied text, `n` bytes or a little more in all.
@@ -45,17 +64,7 @@ fn data_rows(n: usize) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_link_stops_the_source_and_nothing_is_lost() {
     let input = data_rows(8 << 20);
-    let (pg, mut pg_peer) = tokio::io::duplex(64 * 1024);
-    let (link, mut link_peer) = tokio::io::duplex(64 * 1024);
-    let none = parse_spec("none").expect("spec");
-    let sender = Sender::new(
-        Framer::new(Direction::BackendToFrontend),
-        LinkEncoder::new(Direction::BackendToFrontend, SenderConfig::new(none)).expect("encoder"),
-    );
-    let pump =
-        tokio::spawn(
-            async move { encode(pg, link, sender, &ctx(Direction::BackendToFrontend)).await },
-        );
+    let (mut pg_peer, mut link_peer, pump) = spawn_encoder();
     let written = Arc::new(AtomicU64::new(0));
     let count = written.clone();
     let source = input.clone();
@@ -80,6 +89,7 @@ async fn a_stalled_link_stops_the_source_and_nothing_is_lost() {
     // The link bytes decode to the input exactly.
     let (mut a, b) = tokio::io::duplex(64 * 1024);
     let (out, mut out_peer) = tokio::io::duplex(64 * 1024);
+    let none = parse_spec("none").expect("spec");
     let decoder = LinkDecoder::new(Direction::BackendToFrontend, none).expect("decoder");
     let dec = tokio::spawn(async move {
         decode(
@@ -110,17 +120,7 @@ async fn a_stalled_link_stops_the_source_and_nothing_is_lost() {
 async fn a_message_cut_by_the_end_of_the_stream_is_an_error() {
     let mut input = data_rows(1000);
     input.truncate(input.len() - 3);
-    let (pg, mut pg_peer) = tokio::io::duplex(64 * 1024);
-    let (link, mut link_peer) = tokio::io::duplex(64 * 1024);
-    let none = parse_spec("none").expect("spec");
-    let sender = Sender::new(
-        Framer::new(Direction::BackendToFrontend),
-        LinkEncoder::new(Direction::BackendToFrontend, SenderConfig::new(none)).expect("encoder"),
-    );
-    let pump =
-        tokio::spawn(
-            async move { encode(pg, link, sender, &ctx(Direction::BackendToFrontend)).await },
-        );
+    let (mut pg_peer, mut link_peer, pump) = spawn_encoder();
     pg_peer.write_all(&input).await.expect("write");
     drop(pg_peer);
     let mut sink = Vec::new();
