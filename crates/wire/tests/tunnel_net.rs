@@ -571,3 +571,81 @@ fn an_unreachable_postgresql_is_reported_to_the_application() {
     tunnel.stop();
     assert!(conns.iter().all(|c| c.error.is_some()), "{conns:?}");
 }
+
+/// Reads backend messages from `s` up to ReadyForQuery; returns (type, whole message) pairs.
+fn messages_until_ready(s: &mut (impl std::io::Read + ?Sized)) -> Vec<(u8, Vec<u8>)> {
+    let mut out = Vec::new();
+    loop {
+        let mut header = [0u8; 5];
+        s.read_exact(&mut header).expect("message header");
+        let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
+        assert!((4..1 << 20).contains(&len), "length {len}");
+        let mut msg = header.to_vec();
+        msg.resize(1 + len, 0);
+        s.read_exact(&mut msg[5..]).expect("message body");
+        out.push((header[0], msg));
+        if header[0] == b'Z' {
+            return out;
+        }
+    }
+}
+
+#[test]
+fn protocol_3_2_and_pq_options_are_negotiated_by_postgresql() {
+    let cluster = Cluster::start().expect("cluster");
+    // Protocol 3.2 with a `_pq_.` option: PostgreSQL 15 answers NegotiateProtocolVersion
+    // (3.0, the option unrecognised) and goes on; the tunnel must not interfere.
+    let packet = common::startup(
+        2,
+        &[
+            ("user", pgtest::SUPERUSER),
+            ("database", "postgres"),
+            ("_pq_.pgcompress_probe", "on"),
+        ],
+    );
+    let session = |s: &mut dyn ReadWrite| {
+        s.write_all(&packet).expect("startup");
+        let msgs = messages_until_ready(s);
+        // Terminate.
+        s.write_all(&[b'X', 0, 0, 0, 4]).expect("terminate");
+        msgs
+    };
+    let sock = cluster
+        .socket_dir()
+        .join(format!(".s.PGSQL.{}", cluster.port()));
+    let direct = session(&mut std::os::unix::net::UnixStream::connect(sock).expect("direct"));
+    let tunnel = Tunnel::start(socket_upstream(&cluster), "zstd:1");
+    let through = session(
+        &mut std::net::TcpStream::connect(format!("127.0.0.1:{}", tunnel.client_port()))
+            .expect("through the tunnel"),
+    );
+    tunnel.stop();
+    let kinds = |m: &[(u8, Vec<u8>)]| m.iter().map(|(t, _)| *t).collect::<Vec<_>>();
+    assert_eq!(kinds(&through), kinds(&direct));
+    let negotiate = |m: &[(u8, Vec<u8>)]| {
+        m.iter()
+            .find(|(t, _)| *t == b'v')
+            .map(|(_, b)| b.clone())
+            .expect("NegotiateProtocolVersion")
+    };
+    let v = negotiate(&through);
+    assert_eq!(
+        v,
+        negotiate(&direct),
+        "the same NegotiateProtocolVersion both ways"
+    );
+    // PostgreSQL 15 sends PG_PROTOCOL_LATEST, 3.0, as the whole protocol code.
+    assert_eq!(
+        &v[5..9],
+        &(3u32 << 16).to_be_bytes(),
+        "PostgreSQL 15 offers 3.0"
+    );
+    assert!(v.windows(21).any(|w| w == b"_pq_.pgcompress_probe"));
+    // BackendKeyData passes through unchanged in form (its values are per session).
+    let key = |m: &[(u8, Vec<u8>)]| m.iter().find(|(t, _)| *t == b'K').map(|(_, b)| b.len());
+    assert_eq!(key(&through), key(&direct));
+}
+
+/// A socket both ways.
+trait ReadWrite: std::io::Read + std::io::Write {}
+impl<T: std::io::Read + std::io::Write> ReadWrite for T {}
