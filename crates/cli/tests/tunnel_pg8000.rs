@@ -28,10 +28,8 @@ fn venv() -> PathBuf {
 /// read sees the reset (ConnectionResetError, "failed") or the end of the stream ("network error",
 /// "passed") depends on when the RST arrives: each of the three went both ways in direct runs here
 /// (pg8000's own `test_broken_pipe_flush` says "sometimes raises and sometimes doesn't" of the same
-/// sequence). Through the tunnel at fb6992e they always passed: the write reaches a client half that is
-/// still open and the read sees the end of the stream.
-/// Closing the application's socket outright when PostgreSQL closes would make the tunnel race the same
-/// way as a direct connection.
+/// sequence). The client half now closes the application's socket whole when PostgreSQL ends the
+/// session, as a direct connection does, so through the tunnel the same race decides them.
 const RACY: [&str; 3] = [
     "test/dbapi/test_connection.py::test_broken_pipe_read",
     "test/legacy/test_connection.py::test_broken_pipe_read",

@@ -305,9 +305,18 @@ async fn carry(
     };
     let (link_r, link_w) = tokio::io::split(link);
     let (app_r, app_w) = tokio::io::split(first.app);
-    tokio::try_join!(
-        pump::encode(app_r, link_w, sender, &f2b),
-        pump::decode(link_r, app_w, decoder, rest, &b2f),
-    )?;
+    let encode = pump::encode(app_r, link_w, sender, &f2b);
+    let decode = pump::decode(link_r, app_w, decoder, rest, &b2f);
+    tokio::pin!(encode, decode);
+    tokio::select! {
+        // PostgreSQL ended the session: the application's socket closes whole, as a direct
+        // connection's would, so a write after that meets a reset instead of a socket that
+        // still takes bytes nobody reads (pg8000's broken-pipe tests tell the two apart).
+        r = &mut decode => r?,
+        r = &mut encode => {
+            r?;
+            decode.await?;
+        }
+    }
     Ok(())
 }
