@@ -61,7 +61,8 @@ interleaved (two concurrent transactions of rows/4 rows with savepoint rollbacks
 8 KiB out-of-line text, about 1 KB of changes per --rows; only when named).\n\n\
 Examples:\n  pgcompress bench spill\n  pgcompress bench spill --rows 100000 --workloads seed,bytea --json\n  \
 pgcompress bench spill --specs lz4,zstd:1 --work-mem 64MB\n  \
-pgcompress bench spill --workloads large --rows 1100000 --specs lz4 --work-mem 64MB   # a 1 GB transaction\n\n\
+# one streamed transaction of over 1 GB, held with 64 MB of memory:\n  \
+pgcompress bench spill --workloads large --rows 1100000 --specs lz4 --work-mem 64MB\n\n\
 Exit status: 0 figures printed; 1 a replay missed or added rows; 2 bad usage, PostgreSQL missing or failing.")]
 pub struct BenchSpillArgs {
     /// Rows of the seed workload; the other workloads scale from it.

@@ -8,12 +8,13 @@ use super::archive::parse_spec;
 
 /// `pgcompress logical recv --help` examples and the exactly-once contract.
 pub const RECV_HELP: &str = "Examples:\n  \
-pgcompress logical recv --dbname 'host=/var/run/postgresql dbname=shop' --slot cdc --publication shop_pub \\\n      \
---create-slot --if-not-exists -o /data/cdc/shop.jsonl\n  \
-pgcompress logical recv --dbname postgresql://repl@db1/shop --slot cdc --publication orders,customers \\\n      \
---spill-dir /fast/spill --spill-compression zstd:1 --work-mem 256MB -o - | jq .\n  \
-PGPASSWORD=... pgcompress logical recv -d 'host=db1 user=repl dbname=shop' --slot cdc --publication p \\\n      \
--o out.jsonl --stop-at-lsn 0/3000000 --json\n\n\
+pgcompress logical recv --dbname 'host=/var/run/postgresql dbname=shop' \\\n      \
+--slot cdc --publication shop_pub --create-slot --if-not-exists -o /data/cdc/shop.jsonl\n  \
+pgcompress logical recv --dbname postgresql://repl@db1/shop --slot cdc \\\n      \
+--publication orders,customers --spill-dir /fast/spill --spill-compression zstd:1 \\\n      \
+--work-mem 256MB -o - | jq .\n  \
+PGPASSWORD=... pgcompress logical recv -d 'host=db1 user=repl dbname=shop' \\\n      \
+--slot cdc --publication p -o out.jsonl --stop-at-lsn 0/3000000 --json\n\n\
 The role needs the REPLICATION attribute (or superuser), the server wal_level = logical, and the \
 publications must exist (CREATE PUBLICATION p FOR TABLE ...). Large transactions are streamed by the \
 server while in progress and held here, in memory up to --work-mem and then in compressed spill files \

@@ -30,21 +30,21 @@ pgcompress tunnel keys ./tunnel-keys --server-name db.example.com --days 365 --f
     )]
     Keys(KeysArgs),
     /// The half beside PostgreSQL: accepts client halves with a certificate from --ca.
-    #[command(
-        after_help = "Examples:\n  pgcompress tunnel server --listen 0.0.0.0:7432 --upstream /var/run/postgresql \
+    #[command(after_help = "Examples:\n  \
+pgcompress tunnel server --listen 0.0.0.0:7432 --upstream /var/run/postgresql \\\n      \
 --ca keys/ca.pem --cert keys/server.pem --key keys/server-key.pem\n  \
-pgcompress tunnel server --listen 0.0.0.0:7432 --upstream 127.0.0.1:5432 --ca keys/ca.pem \
---cert keys/server.pem --key keys/server-key.pem --stats /run/tunnel-server.json"
-    )]
+pgcompress tunnel server --listen 0.0.0.0:7432 --upstream 127.0.0.1:5432 \\\n      \
+--ca keys/ca.pem --cert keys/server.pem --key keys/server-key.pem \\\n      \
+--stats /run/tunnel-server.json")]
     Server(ServerArgs),
     /// The half beside the applications: they connect to it as to PostgreSQL.
-    #[command(
-        after_help = "Examples:\n  pgcompress tunnel client --listen 127.0.0.1:6432 --server db.example.com:7432 \
---method zstd:1 --ca keys/ca.pem --cert keys/client.pem --key keys/client-key.pem\n  \
-pgcompress tunnel client --listen /tmp --port 6432 --server 10.0.0.5:7432 --server-name db.example.com \
---method lz4 --ca keys/ca.pem --cert keys/client.pem --key keys/client-key.pem\n  \
-psql \"host=127.0.0.1 port=6432 dbname=postgres\""
-    )]
+    #[command(after_help = "Examples:\n  \
+pgcompress tunnel client --listen 127.0.0.1:6432 --server db.example.com:7432 --method zstd:1 \\\n      \
+--ca keys/ca.pem --cert keys/client.pem --key keys/client-key.pem\n  \
+pgcompress tunnel client --listen /tmp --port 6432 --server 10.0.0.5:7432 \\\n      \
+--server-name db.example.com --method lz4 \\\n      \
+--ca keys/ca.pem --cert keys/client.pem --key keys/client-key.pem\n  \
+psql \"host=127.0.0.1 port=6432 dbname=postgres\"")]
     Client(ClientArgs),
     /// Print a stats file written by a running or finished half.
     #[command(
