@@ -36,6 +36,10 @@ use stats::Stats;
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Time a peer gets for the TLS and link handshakes, and a half for reaching the other end.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default most connections a half serves at once (`--max-connections`).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1000;
+/// Time a connection past the limit gets to reach the point where it can be told so.
+const REFUSAL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Something a running half tells its caller.
 #[derive(Debug, Clone)]
@@ -54,6 +58,13 @@ pub enum Report {
         peer: String,
         /// Why.
         reason: String,
+    },
+    /// A connection was refused because the half already serves its maximum.
+    TooManyConnections {
+        /// The peer's address.
+        peer: String,
+        /// The limit (`--max-connections`).
+        limit: usize,
     },
     /// A connection ended.
     Connection(ConnectionReport),
@@ -162,11 +173,16 @@ where
 
 /// A FATAL ErrorResponse with SQLSTATE 08006 (connection_failure).
 pub(crate) fn error_response(message: &str) -> Vec<u8> {
+    error_response_code("08006", message)
+}
+
+/// A FATAL ErrorResponse with SQLSTATE `code`.
+pub(crate) fn error_response_code(code: &str, message: &str) -> Vec<u8> {
     let mut body = Vec::new();
     for (field, value) in [
         (b'S', "FATAL"),
         (b'V', "FATAL"),
-        (b'C', "08006"),
+        (b'C', code),
         (b'M', message),
     ] {
         body.push(field);
@@ -199,28 +215,61 @@ fn spawn_stats_writer(
     }))
 }
 
-/// Serves connections from `listener` until the shutdown, closes it, then drains the open
-/// connections for at most `drain_timeout` and writes the final stats. Shared by both halves.
-async fn serve<H, HF>(
+/// Where and how many connections a half serves; shared by both halves.
+struct Serving<'a> {
     stats: Arc<Stats>,
-    stats_file: Option<&Path>,
+    stats_file: Option<&'a Path>,
     drain_timeout: Duration,
+    max_connections: usize,
     shutdown: Shutdown,
     report: Reporter,
     listener: endpoint::Listener,
+}
+
+/// Serves connections from `listener` with `handle` until the shutdown, closes it, then
+/// drains the open connections for at most `drain_timeout` and writes the final stats.
+/// A connection arriving while `max_connections` are open goes to `refuse` instead (given
+/// at most [`REFUSAL_TIMEOUT`]) and is counted. Shared by both halves.
+async fn serve<H, HF, R, RF>(
+    s: Serving<'_>,
     handle: H,
+    refuse: R,
 ) -> Result<StatsSnapshot, NetError>
 where
     H: Fn(endpoint::Stream, String) -> HF,
     HF: Future<Output = ()> + Send + 'static,
+    R: Fn(endpoint::Stream, String) -> RF,
+    RF: Future<Output = ()> + Send + 'static,
 {
+    let Serving {
+        stats,
+        stats_file,
+        drain_timeout,
+        max_connections,
+        shutdown,
+        report,
+        listener,
+    } = s;
     let writer = spawn_stats_writer(stats.clone(), stats_file.map(Path::to_path_buf));
     let mut tasks = tokio::task::JoinSet::new();
+    let mut refusals = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
             _ = shutdown.triggered() => break,
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+            Some(_) = refusals.join_next(), if !refusals.is_empty() => {}
             r = listener.accept() => match r {
+                Ok((stream, peer)) if tasks.len() >= max_connections => {
+                    stats.refused_connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    report(Report::TooManyConnections {
+                        peer: peer.clone(),
+                        limit: max_connections,
+                    });
+                    let work = refuse(stream, peer);
+                    refusals.spawn(async move {
+                        let _ = tokio::time::timeout(REFUSAL_TIMEOUT, work).await;
+                    });
+                }
                 Ok((stream, peer)) => { tasks.spawn(handle(stream, peer)); }
                 // Out of descriptors and the like: keep serving the open connections.
                 Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
@@ -229,6 +278,7 @@ where
     }
     // New connections are refused at once instead of waiting in the backlog.
     drop(listener);
+    refusals.abort_all();
     report(Report::Draining {
         open: tasks.len() as u64,
     });

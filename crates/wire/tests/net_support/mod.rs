@@ -68,6 +68,18 @@ impl Tunnel {
     /// the server half's certificate.
     /// `listen` is where the client half accepts applications.
     pub fn start_with(upstream: Endpoint, method: &str, app_tls: bool, listen: Endpoint) -> Tunnel {
+        let max = wire::net::DEFAULT_MAX_CONNECTIONS;
+        Tunnel::start_limited(upstream, method, app_tls, listen, (max, max))
+    }
+
+    /// As [`Tunnel::start_with`], with `max` = (client half, server half) `--max-connections`.
+    pub fn start_limited(
+        upstream: Endpoint,
+        method: &str,
+        app_tls: bool,
+        listen: Endpoint,
+        max: (usize, usize),
+    ) -> Tunnel {
         let dir = tempfile::tempdir().expect("tempdir");
         let keys = keys(&dir.path().join("keys"));
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -90,6 +102,7 @@ impl Tunnel {
                 stats_file: Some(dir.path().join("server-stats.json")),
                 drain_timeout: Duration::from_secs(30),
                 tap: Some(tap),
+                max_connections: max.1,
             },
             server_shutdown.clone(),
             s_rep,
@@ -113,6 +126,7 @@ impl Tunnel {
                 threshold: 60,
                 stats_file: Some(dir.path().join("client-stats.json")),
                 drain_timeout: Duration::from_secs(30),
+                max_connections: max.0,
             },
             client_shutdown.clone(),
             c_rep,
@@ -136,9 +150,19 @@ impl Tunnel {
         }
     }
 
+    /// The client half's stats file.
+    pub fn client_stats_path(&self) -> PathBuf {
+        self._dir.path().join("client-stats.json")
+    }
+
+    /// The server half's stats file.
+    pub fn server_stats_path(&self) -> PathBuf {
+        self._dir.path().join("server-stats.json")
+    }
+
     /// Waits until the client half's stats file shows `n` open connections.
     pub fn wait_open(&self, n: u64) {
-        let path = self._dir.path().join("client-stats.json");
+        let path = self.client_stats_path();
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         loop {
             if let Ok(s) = StatsSnapshot::read(&path) {
