@@ -48,6 +48,9 @@ fn reporter(half: Half, json: bool) -> Reporter {
         Report::Listening { half, address } => {
             eprintln!("pgcompress tunnel {half}: listening on {address}");
         }
+        Report::MetricsListening { half, address } => {
+            eprintln!("pgcompress tunnel {half}: metrics on http://{address}/metrics");
+        }
         Report::Refused { peer, reason } if json => eprintln!(
             "{}",
             serde_json::json!({"event": "refused", "half": half, "peer": peer, "reason": reason})
@@ -154,6 +157,7 @@ fn server(a: ServerArgs) -> Result<(), NetError> {
         drain_timeout: drain(&a.common),
         tap: None,
         max_connections: a.common.max_connections,
+        metrics: a.common.metrics.clone(),
     };
     let report = reporter(Half::Server, a.common.json);
     let snapshot =
@@ -196,6 +200,7 @@ fn client(a: ClientArgs) -> Result<(), NetError> {
         stats_file: a.common.stats.clone(),
         drain_timeout: drain(&a.common),
         max_connections: a.common.max_connections,
+        metrics: a.common.metrics.clone(),
     };
     let report = reporter(Half::Client, a.common.json);
     let snapshot =

@@ -1,5 +1,6 @@
 //! Tunnel operations against a real PostgreSQL: `--max-connections` on each half refuses
-//! the connection past it with a clear message and counts it.
+//! the connection past it with a clear message and counts it; the Prometheus endpoint of each
+//! half shows the same counters as its stats file.
 #![cfg(feature = "net")]
 
 mod common;
@@ -7,9 +8,9 @@ mod net_support;
 
 use std::time::Duration;
 
-use net_support::{psql, Tunnel};
+use net_support::{http, psql, sample, Tunnel};
 use pgtest::Cluster;
-use wire::net::{Endpoint, Report, StatsSnapshot};
+use wire::net::{Endpoint, Half, Report, StatsSnapshot};
 
 fn socket_upstream(cluster: &Cluster) -> Endpoint {
     Endpoint::parse(
@@ -130,4 +131,129 @@ fn the_server_half_refuses_the_link_past_its_limit() {
     // The client half served the application, whose link was refused.
     assert_eq!(client.refused_connections, 0);
     assert_eq!(client.connections_total, 2);
+}
+
+/// A COPY out and a COPY in, then a pause that keeps the session open.
+const COPY_SCRIPT: &str = "\
+CREATE TABLE m (id int, note text);
+COPY (SELECT i, 'row ' || i || ' of the metrics test, ' || repeat('abc', i % 20) \
+  FROM generate_series(1, 50000) i) TO STDOUT;
+COPY m FROM STDIN;
+1\tfirst row copied in through the tunnel
+2\tsecond row copied in through the tunnel
+3\tthird row copied in through the tunnel
+\\.
+SELECT count(*) FROM m;
+SELECT pg_sleep(2);
+DROP TABLE m;
+";
+
+#[test]
+fn the_prometheus_endpoint_shows_the_stats_file_counters() {
+    let cluster = Cluster::start().expect("cluster");
+    let tunnel = Tunnel::start(socket_upstream(&cluster), "zstd:1");
+    let port = tunnel.client_port();
+    let halves = [
+        (
+            Half::Client,
+            tunnel.metrics_addr(Half::Client),
+            tunnel.client_stats_path(),
+        ),
+        (
+            Half::Server,
+            tunnel.metrics_addr(Half::Server),
+            tunnel.server_stats_path(),
+        ),
+    ];
+    // Only GET /metrics is served.
+    for (method, path) in [("GET", "/"), ("GET", "/metric"), ("POST", "/metrics")] {
+        let (status, _) = http(&halves[0].1, method, path);
+        assert!(status.contains(" 404 "), "{method} {path}: {status}");
+    }
+    let out = std::thread::scope(|s| {
+        let copy = s.spawn(|| psql(&cluster, Some(&port), COPY_SCRIPT, None));
+        tunnel.wait_open(1);
+        // During the session: one open connection on each half.
+        for (half, addr, _) in &halves {
+            let (status, body) = http(addr, "GET", "/metrics");
+            assert!(status.contains(" 200 "), "{status}");
+            let labels = format!("{{half=\"{half}\"}}");
+            assert_eq!(
+                sample(
+                    &body,
+                    &format!("pgcompress_tunnel_connections_open{labels}")
+                ),
+                1
+            );
+            assert_eq!(
+                sample(
+                    &body,
+                    &format!("pgcompress_tunnel_connections_total{labels}")
+                ),
+                1
+            );
+        }
+        copy.join().expect("psql thread")
+    });
+    assert!(out.contains("\n3\n"), "{out}");
+    // The stats files are rewritten every second: once they show the connection closed,
+    // nothing moves any more and both views must agree exactly.
+    for (half, addr, path) in &halves {
+        let file = loop {
+            let f = StatsSnapshot::read(path).expect("stats file");
+            if f.connections_open == 0 && f.connections_total == 1 {
+                std::thread::sleep(Duration::from_millis(1100));
+                break StatsSnapshot::read(path).expect("stats file");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let (_, body) = http(addr, "GET", "/metrics");
+        let h = format!("half=\"{half}\"");
+        assert_eq!(
+            sample(&body, &format!("pgcompress_tunnel_connections_open{{{h}}}")),
+            0
+        );
+        assert_eq!(
+            sample(
+                &body,
+                &format!("pgcompress_tunnel_method_info{{{h},method=\"zstd:1\"}}")
+            ),
+            1
+        );
+        assert_eq!(
+            sample(
+                &body,
+                &format!("pgcompress_tunnel_decompression_errors_total{{{h}}}")
+            ),
+            0
+        );
+        for (dir, d) in [
+            ("frontend_to_backend", file.frontend_to_backend),
+            ("backend_to_frontend", file.backend_to_frontend),
+        ] {
+            let labels = format!("{{{h},direction=\"{dir}\"}}");
+            let raw = sample(&body, &format!("pgcompress_tunnel_raw_bytes_total{labels}"));
+            let link = sample(
+                &body,
+                &format!("pgcompress_tunnel_link_bytes_total{labels}"),
+            );
+            let chunks = sample(&body, &format!("pgcompress_tunnel_chunks_total{labels}"));
+            assert!(raw > 0 && link > 0 && chunks > 0, "{half} {dir}: {body}");
+            assert_eq!(
+                (raw, link, chunks),
+                (d.raw_bytes, d.link_bytes, d.chunks),
+                "{half} {dir}"
+            );
+        }
+    }
+    let (client, server) = tunnel.stop();
+    // Link bytes written by one half are read by the other.
+    assert_eq!(
+        client.frontend_to_backend.link_bytes,
+        server.frontend_to_backend.link_bytes
+    );
+    assert_eq!(
+        client.backend_to_frontend.link_bytes,
+        server.backend_to_frontend.link_bytes
+    );
 }

@@ -96,6 +96,9 @@ pub struct Common {
     #[arg(long, default_value_t = wire::net::DEFAULT_MAX_CONNECTIONS,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_connections: usize,
+    /// Serve Prometheus metrics at http://ADDR:PORT/metrics (pgcompress_tunnel_*).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<String>,
 }
 
 #[derive(Args, Debug)]

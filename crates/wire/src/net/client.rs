@@ -17,7 +17,7 @@ use super::meter::{MeterTargets, Metered};
 use super::pump::{self, DirectionCtx};
 use super::sender::Sender;
 use super::stats::{track_connection, DirectionCounters, Half, Stats, StatsSnapshot};
-use super::{serve, Report, Reporter, Serving, Shutdown, HANDSHAKE_TIMEOUT};
+use super::{bind_metrics, serve, Report, Reporter, Serving, Shutdown, HANDSHAKE_TIMEOUT};
 use crate::framer::{Framer, Kind};
 use crate::link::{Accept, Hello, LinkDecoder, LinkEncoder, Reply, SenderConfig, TagSet};
 use crate::Direction;
@@ -57,6 +57,8 @@ pub struct ClientConfig {
     /// Most application connections served at once; past it one is told "too many
     /// connections" (SQLSTATE 53300) and closed.
     pub max_connections: usize,
+    /// Prometheus endpoint (`GET /metrics`), `ADDR:PORT`.
+    pub metrics: Option<String>,
 }
 
 struct Shared {
@@ -89,6 +91,7 @@ pub async fn run_client(
     let stats_file = config.stats_file.clone();
     let drain = config.drain_timeout;
     let max_connections = config.max_connections;
+    let metrics_addr = config.metrics.clone();
     let shared = Arc::new(Shared {
         config,
         connector: TlsConnector::from(tls),
@@ -97,6 +100,8 @@ pub async fn run_client(
         stats: stats.clone(),
         report: report.clone(),
     });
+    // Told before Listening, so whoever waits for Listening knows both addresses.
+    let metrics = bind_metrics(metrics_addr.as_deref(), Half::Client, &report).await?;
     report(Report::Listening {
         half: Half::Client,
         address: listener.address(),
@@ -110,6 +115,7 @@ pub async fn run_client(
             shutdown,
             report,
             listener,
+            metrics,
         },
         move |stream, peer| serve_app(stream, peer, shared.clone()),
         move |stream, _peer| refuse_app(stream, max_connections),

@@ -10,6 +10,7 @@ mod endpoint;
 pub mod error;
 pub mod keys;
 mod meter;
+mod metrics;
 mod pump;
 mod sender;
 mod server;
@@ -47,6 +48,13 @@ const REFUSAL_TIMEOUT: Duration = Duration::from_secs(5);
 pub enum Report {
     /// The half accepts connections at `address` (a socket address or a socket path).
     Listening {
+        /// Which half.
+        half: Half,
+        /// Where.
+        address: String,
+    },
+    /// The half serves its Prometheus endpoint (`GET /metrics`) at `address`.
+    MetricsListening {
         /// Which half.
         half: Half,
         /// Where.
@@ -224,6 +232,25 @@ struct Serving<'a> {
     shutdown: Shutdown,
     report: Reporter,
     listener: endpoint::Listener,
+    /// The bound Prometheus endpoint, served until the half returns.
+    metrics: Option<tokio::net::TcpListener>,
+}
+
+/// Binds `--metrics ADDR` if given and tells `report` where it listens.
+async fn bind_metrics(
+    addr: Option<&str>,
+    half: Half,
+    report: &Reporter,
+) -> Result<Option<tokio::net::TcpListener>, NetError> {
+    let Some(addr) = addr else {
+        return Ok(None);
+    };
+    let listener = metrics::bind(addr).await?;
+    let address = listener
+        .local_addr()
+        .map_or_else(|_| addr.to_owned(), |a| a.to_string());
+    report(Report::MetricsListening { half, address });
+    Ok(Some(listener))
 }
 
 /// Serves connections from `listener` with `handle` until the shutdown, closes it, then
@@ -249,8 +276,10 @@ where
         shutdown,
         report,
         listener,
+        metrics,
     } = s;
     let writer = spawn_stats_writer(stats.clone(), stats_file.map(Path::to_path_buf));
+    let scraper = metrics.map(|l| metrics::spawn(l, stats.clone()));
     let mut tasks = tokio::task::JoinSet::new();
     let mut refusals = tokio::task::JoinSet::new();
     loop {
@@ -294,6 +323,9 @@ where
     }
     if let Some(w) = writer {
         w.abort();
+    }
+    if let Some(m) = scraper {
+        m.abort();
     }
     let snapshot = stats.snapshot();
     if let Some(path) = stats_file {

@@ -16,7 +16,7 @@ use super::pump::{self, DirectionCtx};
 use super::sender::Sender;
 use super::stats::{track_connection, DirectionCounters, Half, Stats, StatsSnapshot};
 use super::tap::FrameTap;
-use super::{serve, Report, Reporter, Serving, Shutdown, HANDSHAKE_TIMEOUT};
+use super::{bind_metrics, serve, Report, Reporter, Serving, Shutdown, HANDSHAKE_TIMEOUT};
 use crate::framer::Framer;
 use crate::link::frame::{HEADER_LEN, MAX_HANDSHAKE_PAYLOAD};
 use crate::link::{check_spec, Hello, LinkDecoder, LinkEncoder, Reply, SenderConfig};
@@ -43,6 +43,8 @@ pub struct ServerConfig {
     pub tap: Option<FrameTap>,
     /// Most link connections served at once; past it one is answered with a Refuse frame.
     pub max_connections: usize,
+    /// Prometheus endpoint (`GET /metrics`), `ADDR:PORT`.
+    pub metrics: Option<String>,
 }
 
 struct Shared {
@@ -69,6 +71,8 @@ pub async fn run_server(
         report: report.clone(),
         tap: config.tap.clone(),
     });
+    // Told before Listening, so whoever waits for Listening knows both addresses.
+    let metrics = bind_metrics(config.metrics.as_deref(), Half::Server, &report).await?;
     report(Report::Listening {
         half: Half::Server,
         address: listener.address(),
@@ -84,6 +88,7 @@ pub async fn run_server(
             shutdown,
             report,
             listener,
+            metrics,
         },
         move |stream, peer| serve_link(stream, peer, shared.clone()),
         move |stream, _peer| refuse_link(stream, refusing.clone(), limit),

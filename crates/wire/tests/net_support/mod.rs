@@ -103,6 +103,7 @@ impl Tunnel {
                 drain_timeout: Duration::from_secs(30),
                 tap: Some(tap),
                 max_connections: max.1,
+                metrics: Some("127.0.0.1:0".into()),
             },
             server_shutdown.clone(),
             s_rep,
@@ -127,6 +128,7 @@ impl Tunnel {
                 stats_file: Some(dir.path().join("client-stats.json")),
                 drain_timeout: Duration::from_secs(30),
                 max_connections: max.0,
+                metrics: Some("127.0.0.1:0".into()),
             },
             client_shutdown.clone(),
             c_rep,
@@ -213,6 +215,23 @@ impl Tunnel {
         })
     }
 
+    /// Where `half` serves its Prometheus endpoint.
+    pub fn metrics_addr(&self, half: Half) -> String {
+        let reports = match half {
+            Half::Client => &self.client_reports,
+            Half::Server => &self.server_reports,
+        };
+        reports
+            .lock()
+            .expect("lock")
+            .iter()
+            .find_map(|r| match r {
+                Report::MetricsListening { address, .. } => Some(address.clone()),
+                _ => None,
+            })
+            .expect("metrics endpoint")
+    }
+
     /// Connections the server half reported as ended.
     pub fn server_connections(&self) -> Vec<ConnectionReport> {
         connections(&self.server_reports)
@@ -279,4 +298,28 @@ pub fn connections_in_log(cluster: &Cluster) -> usize {
         .lines()
         .filter(|l| l.contains("connection received"))
         .count()
+}
+
+/// One HTTP/1.1 request `method path` to `addr`; returns the status line and the body.
+pub fn http(addr: &str, method: &str, path: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect to the metrics endpoint");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").expect("request");
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).expect("answer");
+    let (head, body) = answer.split_once("\r\n\r\n").expect("an HTTP answer");
+    let status = head.lines().next().unwrap_or_default().to_owned();
+    (status, body.to_owned())
+}
+
+/// The value of the sample `name{labels}` in a Prometheus text `body`.
+pub fn sample(body: &str, name_and_labels: &str) -> u64 {
+    body.lines()
+        .find_map(|l| l.strip_prefix(name_and_labels)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {name_and_labels} in\n{body}"))
+        .trim()
+        .parse()
+        .expect("an integer sample")
 }
