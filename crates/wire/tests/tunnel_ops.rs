@@ -61,6 +61,30 @@ fn refused_psql(cluster: &Cluster, port: &str) -> String {
         .to_string()
 }
 
+/// Sends a StartupMessage to `addr` and returns the fields of the ErrorResponse that comes
+/// back, each as its code letter followed by its text.
+fn refusal_fields(addr: &str) -> Vec<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut body = 196608u32.to_be_bytes().to_vec();
+    body.extend_from_slice(b"user\0postgres\0\0");
+    let mut packet = ((body.len() + 4) as u32).to_be_bytes().to_vec();
+    packet.extend_from_slice(&body);
+    s.write_all(&packet).expect("startup");
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).expect("answer");
+    assert_eq!(answer.first(), Some(&b'E'), "{answer:?}");
+    let len = u32::from_be_bytes(answer[1..5].try_into().expect("length")) as usize;
+    assert_eq!(answer.len(), 1 + len, "one message, then the close");
+    answer[5..]
+        .split(|&b| b == 0)
+        .filter(|f| !f.is_empty())
+        .map(|f| String::from_utf8_lossy(f).into_owned())
+        .collect()
+}
+
 #[test]
 fn the_client_half_refuses_the_connection_past_its_limit() {
     let cluster = Cluster::start().expect("cluster");
@@ -78,6 +102,10 @@ fn the_client_half_refuses_the_connection_past_its_limit() {
             err.contains("pgcompress tunnel client: too many connections (2)"),
             "{err}"
         );
+        // On the wire: a FATAL ErrorResponse with SQLSTATE 53300 after the startup packet.
+        let fields = refusal_fields(&tunnel.client_addr);
+        assert!(fields.contains(&"SFATAL".to_owned()), "{fields:?}");
+        assert!(fields.contains(&"C53300".to_owned()), "{fields:?}");
     });
     assert_eq!(outs[0].trim(), "|session 0");
     assert_eq!(outs[1].trim(), "|session 1");
@@ -88,7 +116,7 @@ fn the_client_half_refuses_the_connection_past_its_limit() {
         .iter()
         .filter(|r| matches!(r, Report::TooManyConnections { limit: 2, .. }))
         .count();
-    assert_eq!(refused, 1);
+    assert_eq!(refused, 2);
     // Once the two are gone a new session is served again.
     assert_eq!(
         psql(&cluster, Some(&port), "SELECT 'again';\n", None).trim(),
@@ -96,9 +124,9 @@ fn the_client_half_refuses_the_connection_past_its_limit() {
     );
     // The stats file (rewritten every second) counts the refusal too.
     let file = StatsSnapshot::read(&tunnel.client_stats_path()).expect("stats file");
-    assert_eq!(file.refused_connections, 1);
+    assert_eq!(file.refused_connections, 2);
     let (client, server) = tunnel.stop();
-    assert_eq!(client.refused_connections, 1);
+    assert_eq!(client.refused_connections, 2);
     assert_eq!(client.connections_total, 3);
     assert_eq!(server.refused_connections, 0);
     assert_eq!(server.connections_total, 3);
