@@ -223,6 +223,12 @@ fn spawn_stats_writer(
     }))
 }
 
+/// Joins the tasks that already finished; returns how many still run.
+fn reap(tasks: &mut tokio::task::JoinSet<()>) -> usize {
+    while tasks.try_join_next().is_some() {}
+    tasks.len()
+}
+
 /// Where and how many connections a half serves; shared by both halves.
 struct Serving<'a> {
     stats: Arc<Stats>,
@@ -288,7 +294,8 @@ where
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
             Some(_) = refusals.join_next(), if !refusals.is_empty() => {}
             r = listener.accept() => match r {
-                Ok((stream, peer)) if tasks.len() >= max_connections => {
+                // Connections that just ended are not counted against the limit.
+                Ok((stream, peer)) if reap(&mut tasks) >= max_connections => {
                     stats.refused_connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     report(Report::TooManyConnections {
                         peer: peer.clone(),
