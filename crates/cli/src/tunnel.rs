@@ -48,12 +48,22 @@ fn reporter(half: Half, json: bool) -> Reporter {
         Report::Listening { half, address } => {
             eprintln!("pgcompress tunnel {half}: listening on {address}");
         }
+        Report::MetricsListening { half, address } => {
+            eprintln!("pgcompress tunnel {half}: metrics on http://{address}/metrics");
+        }
         Report::Refused { peer, reason } if json => eprintln!(
             "{}",
             serde_json::json!({"event": "refused", "half": half, "peer": peer, "reason": reason})
         ),
         Report::Refused { peer, reason } => {
             eprintln!("pgcompress tunnel {half}: refused peer {peer}: {reason}");
+        }
+        Report::TooManyConnections { peer, limit } if json => eprintln!(
+            "{}",
+            serde_json::json!({"event": "too_many_connections", "half": half, "peer": peer, "limit": limit})
+        ),
+        Report::TooManyConnections { peer, limit } => {
+            eprintln!("pgcompress tunnel {half}: refused {peer}: too many connections ({limit})");
         }
         Report::Connection(c) if json => {
             let mut v = serde_json::to_value(&c).unwrap_or_default();
@@ -106,8 +116,12 @@ fn summary(s: &StatsSnapshot, json: bool) {
     }
     println!("tunnel {} (method {})", s.half, s.method);
     println!(
-        "  connections: {} total, {} open, {} refused peers, {} decompression errors",
-        s.connections_total, s.connections_open, s.refused_peers, s.decompression_errors
+        "  connections: {} total, {} open, {} refused peers, {} refused connections, {} decompression errors",
+        s.connections_total,
+        s.connections_open,
+        s.refused_peers,
+        s.refused_connections,
+        s.decompression_errors
     );
     for (name, d) in [
         ("frontend->backend", &s.frontend_to_backend),
@@ -142,6 +156,8 @@ fn server(a: ServerArgs) -> Result<(), NetError> {
         stats_file: a.common.stats.clone(),
         drain_timeout: drain(&a.common),
         tap: None,
+        max_connections: a.common.max_connections,
+        metrics: a.common.metrics.clone(),
     };
     let report = reporter(Half::Server, a.common.json);
     let snapshot =
@@ -183,6 +199,8 @@ fn client(a: ClientArgs) -> Result<(), NetError> {
         threshold: a.threshold,
         stats_file: a.common.stats.clone(),
         drain_timeout: drain(&a.common),
+        max_connections: a.common.max_connections,
+        metrics: a.common.metrics.clone(),
     };
     let report = reporter(Half::Client, a.common.json);
     let snapshot =

@@ -523,3 +523,63 @@ fn a_compressed_run_takes_short_messages_across_flushes() {
     let kinds: Vec<u8> = frames(enc.output()).iter().map(|f| f.0).collect();
     assert_eq!(kinds, vec![frame::CHUNK, frame::CHUNK, frame::VERBATIM]);
 }
+
+/// Pushes every message of `stream` and returns the link bytes produced.
+fn push_all(enc: &mut LinkEncoder, stream: &[u8]) -> Vec<u8> {
+    for (tag, bytes) in frame_all(enc.direction(), stream) {
+        enc.push_bytes(tag, &bytes).expect("push");
+    }
+    enc.flush().expect("flush");
+    let link = enc.output().to_vec();
+    enc.consume(link.len());
+    link
+}
+
+#[test]
+fn contexts_are_created_at_the_first_compressed_message() {
+    for m in ["lz4", "zstd:1"] {
+        let mut enc = LinkEncoder::new(B2F, SenderConfig::new(spec(m))).expect("encoder");
+        let mut dec = LinkDecoder::new(B2F, spec(m)).expect("decoder");
+        assert!(!enc.has_context() && !dec.has_context());
+        // Authentication, then a session of short messages only: nothing is compressed, so
+        // neither side allocates a context.
+        let mut quiet = backend_start();
+        for _ in 0..20 {
+            quiet.extend(typed(b'C', &cstr("SELECT 1")));
+            quiet.extend(typed(b'Z', b"I"));
+        }
+        let link = push_all(&mut enc, &quiet);
+        let (out, _) = decode(&mut dec, &link, false);
+        assert!(out == quiet);
+        assert!(
+            !enc.has_context(),
+            "{m}: encoder context before a compressed message"
+        );
+        assert!(!dec.has_context(), "{m}: decoder context before a chunk");
+        // The first compressible message creates both.
+        let rows = backend_rows(50);
+        let link = push_all(&mut enc, &rows);
+        assert!(frames(&link).iter().any(|(t, _)| *t == frame::CHUNK));
+        let (out, _) = decode(&mut dec, &link, false);
+        assert!(out == rows);
+        assert!(enc.has_context() && dec.has_context(), "{m}");
+        // A switch drops them until the next compressed message of the new method.
+        enc.switch_method(spec("zstd:3")).expect("switch");
+        let link = push_all(&mut enc, &typed(b'Z', b"I"));
+        decode(&mut dec, &link, false);
+        assert!(
+            !enc.has_context() && !dec.has_context(),
+            "{m} after a switch"
+        );
+        let link = push_all(&mut enc, &rows);
+        let (out, _) = decode(&mut dec, &link, false);
+        assert!(out == rows);
+        assert!(enc.has_context() && dec.has_context(), "{m} after a switch");
+    }
+    // Method none never has one.
+    let mut enc = LinkEncoder::new(B2F, SenderConfig::new(spec("none"))).expect("encoder");
+    let mut stream = backend_start();
+    stream.extend(backend_rows(50));
+    push_all(&mut enc, &stream);
+    assert!(!enc.has_context());
+}

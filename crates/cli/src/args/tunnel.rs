@@ -91,6 +91,14 @@ pub struct Common {
     /// them at once).
     #[arg(long, default_value_t = 30)]
     pub drain_timeout: u64,
+    /// Most connections served at once (applications on the client half, links on the
+    /// server half); past it a new one is refused with "too many connections".
+    #[arg(long, default_value_t = wire::net::DEFAULT_MAX_CONNECTIONS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_connections: usize,
+    /// Serve Prometheus metrics at http://ADDR:PORT/metrics (pgcompress_tunnel_*).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<String>,
 }
 
 #[derive(Args, Debug)]

@@ -192,6 +192,8 @@ pub struct Stats {
     pub refused_peers: u64,
     /// Connections closed by a decompression error.
     pub decompression_errors: u64,
+    /// Connections refused past `--max-connections`.
+    pub refused_connections: u64,
     /// Application → PostgreSQL.
     pub frontend_to_backend: Direction,
     /// PostgreSQL → application.
@@ -226,6 +228,7 @@ impl Stats {
             connections_total: n(&v, "connections_total"),
             refused_peers: n(&v, "refused_peers"),
             decompression_errors: n(&v, "decompression_errors"),
+            refused_connections: n(&v, "refused_connections"),
             frontend_to_backend: dir("frontend_to_backend"),
             backend_to_frontend: dir("backend_to_frontend"),
         }
@@ -267,6 +270,18 @@ pub fn free_port() -> u16 {
 impl Tunnel {
     /// Starts both halves with `method` in front of `cluster`.
     pub fn start(keys: &Keys, cluster: &Cluster, upstream: Upstream, method: &str) -> Tunnel {
+        Tunnel::start_with(keys, cluster, upstream, method, &[], &[])
+    }
+
+    /// As [`Tunnel::start`], with `server_extra` and `client_extra` added to each half's options.
+    pub fn start_with(
+        keys: &Keys,
+        cluster: &Cluster,
+        upstream: Upstream,
+        method: &str,
+        server_extra: &[String],
+        client_extra: &[String],
+    ) -> Tunnel {
         let dir = tempfile::tempdir().expect("tempdir for stats");
         let link_port = free_port();
         let upstream_args: Vec<String> = match upstream {
@@ -296,9 +311,10 @@ impl Tunnel {
             key("server.pem"),
         ]);
         args.extend(["--key".into(), key("server-key.pem")]);
+        args.extend_from_slice(server_extra);
         let server = Half::spawn("server", &args, dir.path().join("server.json"));
         let port = free_port();
-        let args = vec![
+        let mut args = vec![
             "--listen".into(),
             format!("127.0.0.1:{port}"),
             "--server".into(),
@@ -312,6 +328,7 @@ impl Tunnel {
             "--key".into(),
             key("client-key.pem"),
         ];
+        args.extend_from_slice(client_extra);
         let client = Half::spawn("client", &args, dir.path().join("client.json"));
         Tunnel {
             server,
@@ -335,6 +352,20 @@ impl Tunnel {
     /// The client half's stats file as last written (at least once a second while it runs).
     pub fn client_stats_now(&self) -> Stats {
         Stats::read(&self.client.stats)
+    }
+
+    /// Waits (at most 10 s) until both halves wrote their stats file once.
+    pub fn wait_stats_files(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !(self.client.stats.exists() && self.server.stats.exists()) {
+            assert!(Instant::now() < deadline, "no stats files: {}", self.logs());
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The server half's stats file as last written.
+    pub fn server_stats_now(&self) -> Stats {
+        Stats::read(&self.server.stats)
     }
 
     /// Stops both halves (SIGTERM: they drain and write their final stats) and returns their stats.

@@ -32,6 +32,7 @@ pub struct Decoded {
 pub struct LinkDecoder {
     direction: Direction,
     spec: Spec,
+    /// The context, created at the first chunk of the current method.
     ctx: Option<Decompressor>,
     compressed_allowed: bool,
     offset: u64,
@@ -42,17 +43,15 @@ pub struct LinkDecoder {
 impl LinkDecoder {
     /// A decoder for `direction` starting with the method agreed in the handshake.
     /// Compressed chunks are refused until the session is ready: for backend->frontend, a
-    /// Ready frame; for frontend->backend, [`LinkDecoder::session_ready`].
+    /// Ready frame; for frontend->backend, [`LinkDecoder::session_ready`]. The decompression
+    /// context is created at the first chunk, so a connection that never receives one never
+    /// allocates it.
     pub fn new(direction: Direction, spec: Spec) -> Result<Self, LinkError> {
         super::check_spec(&spec)?;
-        let ctx = Decompressor::new(&spec).map_err(|e| LinkError::Method {
-            spec: spec.to_string(),
-            reason: e.to_string(),
-        })?;
         Ok(LinkDecoder {
             direction,
             spec,
-            ctx,
+            ctx: None,
             compressed_allowed: false,
             offset: 0,
             counters: Counters::default(),
@@ -68,6 +67,12 @@ impl LinkDecoder {
     /// Counters of this direction so far.
     pub fn counters(&self) -> Counters {
         self.counters
+    }
+
+    /// True once a decompression context exists (after the first chunk of the current
+    /// method).
+    pub fn has_context(&self) -> bool {
+        self.ctx.is_some()
     }
 
     /// Offset in the link stream of the next frame.
@@ -158,6 +163,12 @@ impl LinkDecoder {
                     });
                 }
                 let (direction, offset) = (self.direction, self.offset);
+                if self.ctx.is_none() {
+                    self.ctx = Decompressor::new(&self.spec).map_err(|e| LinkError::Method {
+                        spec: self.spec.to_string(),
+                        reason: e.to_string(),
+                    })?;
+                }
                 let Some(ctx) = self.ctx.as_mut() else {
                     return Err(self
                         .unexpected(h.frame_type, "a compressed chunk while the method is none"));
@@ -174,10 +185,8 @@ impl LinkDecoder {
                 let text = std::str::from_utf8(payload)
                     .map_err(|e| self.malformed(h.frame_type, e.to_string()))?;
                 let spec = parse_spec(text)?;
-                self.ctx = Decompressor::new(&spec).map_err(|e| LinkError::Method {
-                    spec: text.to_owned(),
-                    reason: e.to_string(),
-                })?;
+                // A fresh context starts with the next chunk, as the encoder's does.
+                self.ctx = None;
                 self.spec = spec;
                 event = Some(Event::MethodSwitched(spec));
             }

@@ -68,6 +68,7 @@ impl SenderConfig {
 pub struct LinkEncoder {
     direction: Direction,
     config: SenderConfig,
+    /// The context, created at the first compressed message (never for method none).
     ctx: Option<Compressor>,
     ready: bool,
     out: Vec<u8>,
@@ -82,17 +83,15 @@ pub struct LinkEncoder {
 
 impl LinkEncoder {
     /// An encoder for `direction` with `config`; nothing is compressed before the session is
-    /// ready (see [`LinkEncoder::session_ready`]).
+    /// ready (see [`LinkEncoder::session_ready`]). The compression context is created only
+    /// when the first message is compressed, so a connection that never has anything to
+    /// compress never allocates one.
     pub fn new(direction: Direction, config: SenderConfig) -> Result<Self, LinkError> {
         check_spec(&config.spec)?;
-        let ctx = Compressor::new(&config.spec).map_err(|e| LinkError::Compress {
-            direction,
-            reason: e.to_string(),
-        })?;
         Ok(LinkEncoder {
             direction,
             config,
-            ctx,
+            ctx: None,
             ready: false,
             out: Vec::new(),
             verbatim_at: None,
@@ -131,6 +130,12 @@ impl LinkEncoder {
     /// Counters of this direction so far.
     pub fn counters(&self) -> Counters {
         self.counters
+    }
+
+    /// True once a compression context exists (after the first compressed message of the
+    /// current method).
+    pub fn has_context(&self) -> bool {
+        self.ctx.is_some()
     }
 
     /// Frames ready to be written. Closes the open verbatim frame, so later bytes start a
@@ -195,7 +200,7 @@ impl LinkEncoder {
     fn start_message(&mut self, tag: Option<u8>, len: usize) -> Result<(), LinkError> {
         self.counters.messages += 1;
         let compress = self.ready
-            && self.ctx.is_some()
+            && self.config.spec.method != codec::Method::None
             && tag.is_some_and(|t| self.config.compress.contains(t))
             // The threshold decides whether a run starts; a run already being compressed
             // takes short messages of a compressible type too (COPY sends one CopyData per
@@ -204,6 +209,9 @@ impl LinkEncoder {
         self.in_run = compress;
         if compress {
             self.verbatim_at = None;
+            if self.ctx.is_none() {
+                self.ctx = Compressor::new(&self.config.spec).map_err(|e| self.compress_err(e))?;
+            }
         } else {
             self.finish_chunk()?;
         }
@@ -313,7 +321,8 @@ impl LinkEncoder {
     }
 
     /// Switches to `spec` at the current message boundary: flushes, sends a Method frame and
-    /// starts a fresh context; the peer's decoder follows.
+    /// drops the context (a fresh one starts with the next compressed message); the peer's
+    /// decoder follows.
     pub fn switch_method(&mut self, spec: Spec) -> Result<(), LinkError> {
         check_spec(&spec)?;
         let text = spec.to_string();
@@ -324,7 +333,8 @@ impl LinkEncoder {
             });
         }
         self.finish_chunk()?;
-        self.ctx = Compressor::new(&spec).map_err(|e| self.compress_err(e))?;
+        // The next compressed message starts a fresh context, as the peer's decoder does.
+        self.ctx = None;
         self.emit(frame::METHOD, text.as_bytes());
         self.config.spec = spec;
         Ok(())

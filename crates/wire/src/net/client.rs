@@ -17,7 +17,7 @@ use super::meter::{MeterTargets, Metered};
 use super::pump::{self, DirectionCtx};
 use super::sender::Sender;
 use super::stats::{track_connection, DirectionCounters, Half, Stats, StatsSnapshot};
-use super::{serve, Report, Reporter, Shutdown, HANDSHAKE_TIMEOUT};
+use super::{bind_metrics, serve, Report, Reporter, Serving, Shutdown, HANDSHAKE_TIMEOUT};
 use crate::framer::{Framer, Kind};
 use crate::link::{Accept, Hello, LinkDecoder, LinkEncoder, Reply, SenderConfig, TagSet};
 use crate::Direction;
@@ -54,6 +54,11 @@ pub struct ClientConfig {
     pub stats_file: Option<PathBuf>,
     /// Time open connections get after a shutdown.
     pub drain_timeout: Duration,
+    /// Most application connections served at once; past it one is told "too many
+    /// connections" (SQLSTATE 53300) and closed.
+    pub max_connections: usize,
+    /// Prometheus endpoint (`GET /metrics`), `ADDR:PORT`.
+    pub metrics: Option<String>,
 }
 
 struct Shared {
@@ -85,6 +90,8 @@ pub async fn run_client(
     let stats = Arc::new(Stats::new(Half::Client, config.method.to_string()));
     let stats_file = config.stats_file.clone();
     let drain = config.drain_timeout;
+    let max_connections = config.max_connections;
+    let metrics_addr = config.metrics.clone();
     let shared = Arc::new(Shared {
         config,
         connector: TlsConnector::from(tls),
@@ -93,20 +100,44 @@ pub async fn run_client(
         stats: stats.clone(),
         report: report.clone(),
     });
+    // Told before Listening, so whoever waits for Listening knows both addresses.
+    let metrics = bind_metrics(metrics_addr.as_deref(), Half::Client, &report).await?;
     report(Report::Listening {
         half: Half::Client,
         address: listener.address(),
     });
     serve(
-        stats,
-        stats_file.as_deref(),
-        drain,
-        shutdown,
-        report,
-        listener,
+        Serving {
+            stats,
+            stats_file: stats_file.as_deref(),
+            drain_timeout: drain,
+            max_connections,
+            shutdown,
+            report,
+            listener,
+            metrics,
+        },
         move |stream, peer| serve_app(stream, peer, shared.clone()),
+        move |stream, _peer| refuse_app(stream, max_connections),
     )
     .await
+}
+
+/// Tells an application past `--max-connections` so, as PostgreSQL would: its encryption
+/// request is answered 'N', its startup packet read, then a FATAL ErrorResponse with SQLSTATE
+/// 53300 (too_many_connections) is sent and the socket closed.
+async fn refuse_app(app: Stream, limit: usize) {
+    let Ok(Some(mut first)) = first_packet(app, None).await else {
+        return;
+    };
+    if first.framer.started() {
+        let msg = super::error_response_code(
+            "53300",
+            &format!("pgcompress tunnel client: too many connections ({limit})"),
+        );
+        let _ = first.app.write_all(&msg).await;
+    }
+    let _ = first.app.shutdown().await;
 }
 
 async fn serve_app(app: Stream, peer: String, shared: Arc<Shared>) {

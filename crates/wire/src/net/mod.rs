@@ -10,6 +10,7 @@ mod endpoint;
 pub mod error;
 pub mod keys;
 mod meter;
+mod metrics;
 mod pump;
 mod sender;
 mod server;
@@ -36,6 +37,10 @@ use stats::Stats;
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Time a peer gets for the TLS and link handshakes, and a half for reaching the other end.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default most connections a half serves at once (`--max-connections`).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1000;
+/// Time a connection past the limit gets to reach the point where it can be told so.
+const REFUSAL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Something a running half tells its caller.
 #[derive(Debug, Clone)]
@@ -48,12 +53,26 @@ pub enum Report {
         /// Where.
         address: String,
     },
+    /// The half serves its Prometheus endpoint (`GET /metrics`) at `address`.
+    MetricsListening {
+        /// Which half.
+        half: Half,
+        /// Where.
+        address: String,
+    },
     /// A link peer was refused (TLS or link handshake).
     Refused {
         /// The peer's address.
         peer: String,
         /// Why.
         reason: String,
+    },
+    /// A connection was refused because the half already serves its maximum.
+    TooManyConnections {
+        /// The peer's address.
+        peer: String,
+        /// The limit (`--max-connections`).
+        limit: usize,
     },
     /// A connection ended.
     Connection(ConnectionReport),
@@ -162,11 +181,16 @@ where
 
 /// A FATAL ErrorResponse with SQLSTATE 08006 (connection_failure).
 pub(crate) fn error_response(message: &str) -> Vec<u8> {
+    error_response_code("08006", message)
+}
+
+/// A FATAL ErrorResponse with SQLSTATE `code`.
+pub(crate) fn error_response_code(code: &str, message: &str) -> Vec<u8> {
     let mut body = Vec::new();
     for (field, value) in [
         (b'S', "FATAL"),
         (b'V', "FATAL"),
-        (b'C', "08006"),
+        (b'C', code),
         (b'M', message),
     ] {
         body.push(field);
@@ -199,28 +223,89 @@ fn spawn_stats_writer(
     }))
 }
 
-/// Serves connections from `listener` until the shutdown, closes it, then drains the open
-/// connections for at most `drain_timeout` and writes the final stats. Shared by both halves.
-async fn serve<H, HF>(
+/// Joins the tasks that already finished; returns how many still run.
+fn reap(tasks: &mut tokio::task::JoinSet<()>) -> usize {
+    while tasks.try_join_next().is_some() {}
+    tasks.len()
+}
+
+/// Where and how many connections a half serves; shared by both halves.
+struct Serving<'a> {
     stats: Arc<Stats>,
-    stats_file: Option<&Path>,
+    stats_file: Option<&'a Path>,
     drain_timeout: Duration,
+    max_connections: usize,
     shutdown: Shutdown,
     report: Reporter,
     listener: endpoint::Listener,
+    /// The bound Prometheus endpoint, served until the half returns.
+    metrics: Option<tokio::net::TcpListener>,
+}
+
+/// Binds `--metrics ADDR` if given and tells `report` where it listens.
+async fn bind_metrics(
+    addr: Option<&str>,
+    half: Half,
+    report: &Reporter,
+) -> Result<Option<tokio::net::TcpListener>, NetError> {
+    let Some(addr) = addr else {
+        return Ok(None);
+    };
+    let listener = metrics::bind(addr).await?;
+    let address = listener
+        .local_addr()
+        .map_or_else(|_| addr.to_owned(), |a| a.to_string());
+    report(Report::MetricsListening { half, address });
+    Ok(Some(listener))
+}
+
+/// Serves connections from `listener` with `handle` until the shutdown, closes it, then
+/// drains the open connections for at most `drain_timeout` and writes the final stats.
+/// A connection arriving while `max_connections` are open goes to `refuse` instead (given
+/// at most [`REFUSAL_TIMEOUT`]) and is counted. Shared by both halves.
+async fn serve<H, HF, R, RF>(
+    s: Serving<'_>,
     handle: H,
+    refuse: R,
 ) -> Result<StatsSnapshot, NetError>
 where
     H: Fn(endpoint::Stream, String) -> HF,
     HF: Future<Output = ()> + Send + 'static,
+    R: Fn(endpoint::Stream, String) -> RF,
+    RF: Future<Output = ()> + Send + 'static,
 {
+    let Serving {
+        stats,
+        stats_file,
+        drain_timeout,
+        max_connections,
+        shutdown,
+        report,
+        listener,
+        metrics,
+    } = s;
     let writer = spawn_stats_writer(stats.clone(), stats_file.map(Path::to_path_buf));
+    let scraper = metrics.map(|l| metrics::spawn(l, stats.clone()));
     let mut tasks = tokio::task::JoinSet::new();
+    let mut refusals = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
             _ = shutdown.triggered() => break,
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+            Some(_) = refusals.join_next(), if !refusals.is_empty() => {}
             r = listener.accept() => match r {
+                // Connections that just ended are not counted against the limit.
+                Ok((stream, peer)) if reap(&mut tasks) >= max_connections => {
+                    stats.refused_connections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    report(Report::TooManyConnections {
+                        peer: peer.clone(),
+                        limit: max_connections,
+                    });
+                    let work = refuse(stream, peer);
+                    refusals.spawn(async move {
+                        let _ = tokio::time::timeout(REFUSAL_TIMEOUT, work).await;
+                    });
+                }
                 Ok((stream, peer)) => { tasks.spawn(handle(stream, peer)); }
                 // Out of descriptors and the like: keep serving the open connections.
                 Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
@@ -229,6 +314,7 @@ where
     }
     // New connections are refused at once instead of waiting in the backlog.
     drop(listener);
+    refusals.abort_all();
     report(Report::Draining {
         open: tasks.len() as u64,
     });
@@ -244,6 +330,9 @@ where
     }
     if let Some(w) = writer {
         w.abort();
+    }
+    if let Some(m) = scraper {
+        m.abort();
     }
     let snapshot = stats.snapshot();
     if let Some(path) = stats_file {

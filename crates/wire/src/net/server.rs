@@ -16,7 +16,7 @@ use super::pump::{self, DirectionCtx};
 use super::sender::Sender;
 use super::stats::{track_connection, DirectionCounters, Half, Stats, StatsSnapshot};
 use super::tap::FrameTap;
-use super::{serve, Report, Reporter, Shutdown, HANDSHAKE_TIMEOUT};
+use super::{bind_metrics, serve, Report, Reporter, Serving, Shutdown, HANDSHAKE_TIMEOUT};
 use crate::framer::Framer;
 use crate::link::frame::{HEADER_LEN, MAX_HANDSHAKE_PAYLOAD};
 use crate::link::{check_spec, Hello, LinkDecoder, LinkEncoder, Reply, SenderConfig};
@@ -41,6 +41,10 @@ pub struct ServerConfig {
     pub drain_timeout: Duration,
     /// A test hook seeing every link frame after the handshake.
     pub tap: Option<FrameTap>,
+    /// Most link connections served at once; past it one is answered with a Refuse frame.
+    pub max_connections: usize,
+    /// Prometheus endpoint (`GET /metrics`), `ADDR:PORT`.
+    pub metrics: Option<String>,
 }
 
 struct Shared {
@@ -67,20 +71,46 @@ pub async fn run_server(
         report: report.clone(),
         tap: config.tap.clone(),
     });
+    // Told before Listening, so whoever waits for Listening knows both addresses.
+    let metrics = bind_metrics(config.metrics.as_deref(), Half::Server, &report).await?;
     report(Report::Listening {
         half: Half::Server,
         address: listener.address(),
     });
+    let refusing = shared.clone();
+    let limit = config.max_connections;
     serve(
-        stats,
-        config.stats_file.as_deref(),
-        config.drain_timeout,
-        shutdown,
-        report,
-        listener,
+        Serving {
+            stats,
+            stats_file: config.stats_file.as_deref(),
+            drain_timeout: config.drain_timeout,
+            max_connections: limit,
+            shutdown,
+            report,
+            listener,
+            metrics,
+        },
         move |stream, peer| serve_link(stream, peer, shared.clone()),
+        move |stream, _peer| refuse_link(stream, refusing.clone(), limit),
     )
     .await
+}
+
+/// Answers a link connection past `--max-connections` with a Refuse frame after the TLS
+/// handshake and its Hello, so the client half can tell its application why.
+async fn refuse_link(stream: Stream, shared: Arc<Shared>, limit: usize) {
+    let stats = &shared.stats;
+    let targets = MeterTargets {
+        read: [Arc::default(), stats.f2b.clone()],
+        written: [Arc::default(), stats.b2f.clone()],
+    };
+    let reason = format!("pgcompress tunnel server: too many connections ({limit})");
+    let _ = handshake(
+        Metered::new(stream, targets),
+        &shared.acceptor,
+        Some(reason),
+    )
+    .await;
 }
 
 async fn serve_link(stream: Stream, peer: String, shared: Arc<Shared>) {
@@ -94,7 +124,7 @@ async fn serve_link(stream: Stream, peer: String, shared: Arc<Shared>) {
         written: [conn_b2f.clone(), stats.b2f.clone()],
     };
     let link = Metered::new(stream, targets);
-    let (link, hello, rest) = match handshake(link, &shared.acceptor).await {
+    let (link, hello, rest) = match handshake(link, &shared.acceptor, None).await {
         Ok(v) => v,
         Err(e) => {
             stats.refused.fetch_add(1, Ordering::Relaxed);
@@ -122,10 +152,12 @@ async fn serve_link(stream: Stream, peer: String, shared: Arc<Shared>) {
 
 type Link = tokio_rustls::server::TlsStream<Metered<Stream>>;
 
-/// TLS accept and the link Hello; nothing reaches PostgreSQL before both succeed.
+/// TLS accept and the link Hello; nothing reaches PostgreSQL before both succeed. With
+/// `refuse`, the Hello is answered with a Refuse frame carrying that reason.
 async fn handshake(
     link: Metered<Stream>,
     acceptor: &TlsAcceptor,
+    refuse: Option<String>,
 ) -> Result<(Link, Hello, Vec<u8>), NetError> {
     let work = async {
         let mut tls = acceptor
@@ -152,7 +184,10 @@ async fn handshake(
             }
             buf.extend_from_slice(&chunk[..n]);
         };
-        let reply = hello.answer(|s| check_spec(s).is_ok());
+        let reply = match refuse {
+            Some(reason) => Reply::Refuse(reason),
+            None => hello.answer(|s| check_spec(s).is_ok()),
+        };
         let mut out = Vec::new();
         reply.encode(&mut out)?;
         tls.write_all(&out)

@@ -59,6 +59,9 @@ pub struct StatsSnapshot {
     pub refused_peers: u64,
     /// Connections closed because of a bad link frame or chunk.
     pub decompression_errors: u64,
+    /// Connections refused because the half already served `--max-connections`.
+    #[serde(default)]
+    pub refused_connections: u64,
     /// Application to PostgreSQL.
     pub frontend_to_backend: DirectionStats,
     /// PostgreSQL to the application.
@@ -135,6 +138,7 @@ pub(crate) struct Stats {
     pub(crate) total: AtomicU64,
     pub(crate) refused: AtomicU64,
     pub(crate) decompression_errors: AtomicU64,
+    pub(crate) refused_connections: AtomicU64,
     pub(crate) f2b: Arc<DirectionCounters>,
     pub(crate) b2f: Arc<DirectionCounters>,
 }
@@ -148,6 +152,7 @@ impl Stats {
             total: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             decompression_errors: AtomicU64::new(0),
+            refused_connections: AtomicU64::new(0),
             f2b: Arc::default(),
             b2f: Arc::default(),
         }
@@ -161,6 +166,7 @@ impl Stats {
             connections_total: self.total.load(Ordering::Relaxed),
             refused_peers: self.refused.load(Ordering::Relaxed),
             decompression_errors: self.decompression_errors.load(Ordering::Relaxed),
+            refused_connections: self.refused_connections.load(Ordering::Relaxed),
             frontend_to_backend: self.f2b.snapshot(),
             backend_to_frontend: self.b2f.snapshot(),
         }

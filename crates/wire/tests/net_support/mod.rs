@@ -68,6 +68,18 @@ impl Tunnel {
     /// the server half's certificate.
     /// `listen` is where the client half accepts applications.
     pub fn start_with(upstream: Endpoint, method: &str, app_tls: bool, listen: Endpoint) -> Tunnel {
+        let max = wire::net::DEFAULT_MAX_CONNECTIONS;
+        Tunnel::start_limited(upstream, method, app_tls, listen, (max, max))
+    }
+
+    /// As [`Tunnel::start_with`], with `max` = (client half, server half) `--max-connections`.
+    pub fn start_limited(
+        upstream: Endpoint,
+        method: &str,
+        app_tls: bool,
+        listen: Endpoint,
+        max: (usize, usize),
+    ) -> Tunnel {
         let dir = tempfile::tempdir().expect("tempdir");
         let keys = keys(&dir.path().join("keys"));
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -90,6 +102,8 @@ impl Tunnel {
                 stats_file: Some(dir.path().join("server-stats.json")),
                 drain_timeout: Duration::from_secs(30),
                 tap: Some(tap),
+                max_connections: max.1,
+                metrics: Some("127.0.0.1:0".into()),
             },
             server_shutdown.clone(),
             s_rep,
@@ -113,6 +127,8 @@ impl Tunnel {
                 threshold: 60,
                 stats_file: Some(dir.path().join("client-stats.json")),
                 drain_timeout: Duration::from_secs(30),
+                max_connections: max.0,
+                metrics: Some("127.0.0.1:0".into()),
             },
             client_shutdown.clone(),
             c_rep,
@@ -136,9 +152,19 @@ impl Tunnel {
         }
     }
 
+    /// The client half's stats file.
+    pub fn client_stats_path(&self) -> PathBuf {
+        self._dir.path().join("client-stats.json")
+    }
+
+    /// The server half's stats file.
+    pub fn server_stats_path(&self) -> PathBuf {
+        self._dir.path().join("server-stats.json")
+    }
+
     /// Waits until the client half's stats file shows `n` open connections.
     pub fn wait_open(&self, n: u64) {
-        let path = self._dir.path().join("client-stats.json");
+        let path = self.client_stats_path();
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         loop {
             if let Ok(s) = StatsSnapshot::read(&path) {
@@ -187,6 +213,23 @@ impl Tunnel {
             };
             (c, s)
         })
+    }
+
+    /// Where `half` serves its Prometheus endpoint.
+    pub fn metrics_addr(&self, half: Half) -> String {
+        let reports = match half {
+            Half::Client => &self.client_reports,
+            Half::Server => &self.server_reports,
+        };
+        reports
+            .lock()
+            .expect("lock")
+            .iter()
+            .find_map(|r| match r {
+                Report::MetricsListening { address, .. } => Some(address.clone()),
+                _ => None,
+            })
+            .expect("metrics endpoint")
     }
 
     /// Connections the server half reported as ended.
@@ -255,4 +298,28 @@ pub fn connections_in_log(cluster: &Cluster) -> usize {
         .lines()
         .filter(|l| l.contains("connection received"))
         .count()
+}
+
+/// One HTTP/1.1 request `method path` to `addr`; returns the status line and the body.
+pub fn http(addr: &str, method: &str, path: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect to the metrics endpoint");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").expect("request");
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).expect("answer");
+    let (head, body) = answer.split_once("\r\n\r\n").expect("an HTTP answer");
+    let status = head.lines().next().unwrap_or_default().to_owned();
+    (status, body.to_owned())
+}
+
+/// The value of the sample `name{labels}` in a Prometheus text `body`.
+pub fn sample(body: &str, name_and_labels: &str) -> u64 {
+    body.lines()
+        .find_map(|l| l.strip_prefix(name_and_labels)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {name_and_labels} in\n{body}"))
+        .trim()
+        .parse()
+        .expect("an integer sample")
 }

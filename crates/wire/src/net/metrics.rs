@@ -1,0 +1,219 @@
+//! The Prometheus endpoint of a half (`--metrics ADDR`): `GET /metrics` answers the half's
+//! counters in the text exposition format, anything else 404. A minimal HTTP/1.1 responder on
+//! the half's runtime, one request per connection.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::Registry;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::error::NetError;
+use super::stats::{Stats, StatsSnapshot};
+
+/// Longest request head read.
+const MAX_REQUEST: usize = 8 * 1024;
+/// Time a scraper gets to send its request and take the answer.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// The exposition format's content type (OpenMetrics text, which Prometheus reads).
+const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+type Labels = Vec<(String, String)>;
+
+/// Binds the endpoint (`ADDR:PORT`); an address in use is a configuration error.
+pub(crate) async fn bind(addr: &str) -> Result<TcpListener, NetError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| NetError::Config(format!("--metrics {addr}: {e}")))
+}
+
+/// Serves scrapes from `listener` until the task is aborted.
+pub(crate) fn spawn(listener: TcpListener, stats: Arc<Stats>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut scrapes = tokio::task::JoinSet::new();
+        loop {
+            tokio::select! {
+                Some(_) = scrapes.join_next(), if !scrapes.is_empty() => {}
+                r = listener.accept() => match r {
+                    Ok((stream, _)) => {
+                        let stats = stats.clone();
+                        scrapes.spawn(async move {
+                            let _ = tokio::time::timeout(REQUEST_TIMEOUT, answer(stream, &stats)).await;
+                        });
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                },
+            }
+        }
+    })
+}
+
+/// Reads one request head and answers it.
+async fn answer(mut stream: TcpStream, stats: &Stats) -> std::io::Result<()> {
+    let mut head = Vec::new();
+    let mut chunk = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        if head.len() > MAX_REQUEST {
+            return respond(
+                &mut stream,
+                "431 Request Header Fields Too Large",
+                "text/plain",
+                "",
+            )
+            .await;
+        }
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        head.extend_from_slice(&chunk[..n]);
+    }
+    let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
+    let mut parts = line.split(|&b| b == b' ');
+    let (method, target) = (parts.next(), parts.next());
+    let path = target.map(|t| t.split(|&b| b == b'?').next().unwrap_or_default());
+    if method == Some(b"GET") && path == Some(b"/metrics") {
+        let body = render(&stats.snapshot());
+        respond(&mut stream, "200 OK", CONTENT_TYPE, &body).await
+    } else {
+        respond(&mut stream, "404 Not Found", "text/plain", "not found\n").await
+    }
+}
+
+async fn respond(
+    stream: &mut TcpStream,
+    status: &str,
+    content_type: &str,
+    body: &str,
+) -> std::io::Result<()> {
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body.as_bytes()).await?;
+    stream.shutdown().await
+}
+
+fn counter(v: u64) -> Counter {
+    let c = Counter::default();
+    c.inc_by(v);
+    c
+}
+
+/// The snapshot's counters as `pgcompress_tunnel_*` metrics with a `half` label.
+pub(crate) fn render(s: &StatsSnapshot) -> String {
+    let mut registry = Registry::with_prefix_and_labels(
+        "pgcompress_tunnel",
+        [(Cow::Borrowed("half"), Cow::Owned(s.half.to_string()))].into_iter(),
+    );
+    let open = Gauge::<i64>::default();
+    open.set(i64::try_from(s.connections_open).unwrap_or(i64::MAX));
+    registry.register("connections_open", "Connections being served now", open);
+    registry.register(
+        "connections",
+        "Connections accepted since start (refused ones excluded)",
+        counter(s.connections_total),
+    );
+    registry.register(
+        "refused_peers",
+        "Link peers refused in the TLS or link handshake",
+        counter(s.refused_peers),
+    );
+    registry.register(
+        "refused_connections",
+        "Connections refused past --max-connections",
+        counter(s.refused_connections),
+    );
+    registry.register(
+        "decompression_errors",
+        "Connections closed because of a bad link frame or chunk",
+        counter(s.decompression_errors),
+    );
+    registry.register(
+        "method",
+        "The compression method in use (the server half: the latest client half's)",
+        Info::new(vec![("method".to_owned(), s.method.clone())]),
+    );
+    let raw = Family::<Labels, Counter>::default();
+    let link = Family::<Labels, Counter>::default();
+    let chunks = Family::<Labels, Counter>::default();
+    let frames = Family::<Labels, Counter>::default();
+    for (name, d) in [
+        ("frontend_to_backend", &s.frontend_to_backend),
+        ("backend_to_frontend", &s.backend_to_frontend),
+    ] {
+        let labels = vec![("direction".to_owned(), name.to_owned())];
+        raw.get_or_create(&labels).inc_by(d.raw_bytes);
+        link.get_or_create(&labels).inc_by(d.link_bytes);
+        chunks.get_or_create(&labels).inc_by(d.chunks);
+        frames.get_or_create(&labels).inc_by(d.frames);
+    }
+    registry.register("raw_bytes", "PostgreSQL bytes carried", raw);
+    registry.register(
+        "link_bytes",
+        "Bytes on the link socket, TLS records included",
+        link,
+    );
+    registry.register("chunks", "Compressed chunks", chunks);
+    registry.register("frames", "Link frames", frames);
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = encode(&mut out, &registry);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::stats::{DirectionStats, Half};
+
+    #[test]
+    fn every_counter_is_rendered_with_its_labels() {
+        let s = StatsSnapshot {
+            half: Half::Client,
+            method: "zstd:1".to_owned(),
+            connections_open: 2,
+            connections_total: 7,
+            refused_peers: 1,
+            decompression_errors: 3,
+            refused_connections: 4,
+            frontend_to_backend: DirectionStats {
+                raw_bytes: 1000,
+                link_bytes: 400,
+                chunks: 5,
+                frames: 9,
+            },
+            backend_to_frontend: DirectionStats {
+                raw_bytes: 123456,
+                link_bytes: 23456,
+                chunks: 11,
+                frames: 20,
+            },
+        };
+        let text = render(&s);
+        for line in [
+            "pgcompress_tunnel_connections_open{half=\"client\"} 2",
+            "pgcompress_tunnel_connections_total{half=\"client\"} 7",
+            "pgcompress_tunnel_refused_peers_total{half=\"client\"} 1",
+            "pgcompress_tunnel_refused_connections_total{half=\"client\"} 4",
+            "pgcompress_tunnel_decompression_errors_total{half=\"client\"} 3",
+            "pgcompress_tunnel_method_info{half=\"client\",method=\"zstd:1\"} 1",
+            "pgcompress_tunnel_raw_bytes_total{half=\"client\",direction=\"frontend_to_backend\"} 1000",
+            "pgcompress_tunnel_raw_bytes_total{half=\"client\",direction=\"backend_to_frontend\"} 123456",
+            "pgcompress_tunnel_link_bytes_total{half=\"client\",direction=\"backend_to_frontend\"} 23456",
+            "pgcompress_tunnel_chunks_total{half=\"client\",direction=\"frontend_to_backend\"} 5",
+            "pgcompress_tunnel_frames_total{half=\"client\",direction=\"backend_to_frontend\"} 20",
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line} in\n{text}");
+        }
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+}
