@@ -35,3 +35,13 @@ pub use error::{Error, Result};
 pub use install::{which, PgInstall, BINDIR_ENV};
 pub use run::run;
 pub use wal::is_wal_segment_name;
+
+/// A TCP port on 127.0.0.1 that nothing listened on a moment ago, for servers a test or a
+/// benchmark starts (a tunnel half, an S3 stand-in). Another process may take it in between.
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(
+        std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))?
+            .local_addr()?
+            .port(),
+    )
+}

@@ -119,10 +119,7 @@ fn copy_out(cluster: &Cluster, db: &str, host: &str, port: u16) -> Result<(u64, 
             stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
         });
     }
-    let hex = hash.finalize().iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    });
+    let hex = archive::container::hex(&hash.finalize());
     Ok((len, hex, started.elapsed().as_secs_f64()))
 }
 

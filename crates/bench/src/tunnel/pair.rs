@@ -3,7 +3,6 @@
 use crate::error::{Error, IoContext, Result};
 use serde::Deserialize;
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, ChildStderr, Command, Stdio};
 use std::sync::mpsc;
@@ -62,8 +61,7 @@ pub struct Pair {
 
 /// A port on 127.0.0.1 that was free a moment ago.
 fn free_port() -> Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").io(|| "finding a free port on 127.0.0.1".into())?;
-    Ok(l.local_addr().io(|| "reading a bound port".into())?.port())
+    pgtest::free_port().io(|| "finding a free port on 127.0.0.1".into())
 }
 
 /// Waits until the half's standard error says it listens; keeps reading it afterwards so the

@@ -9,7 +9,7 @@
 
 use super::{bin, Repo};
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddrV4, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -48,7 +48,7 @@ impl Moto {
         // The port is free when asked for, but another process may take it before moto
         // binds it: try a few.
         for attempt in 0..3 {
-            let port = free_port().map_err(|e| format!("finding a free port: {e}"))?;
+            let port = pgtest::free_port().map_err(|e| format!("finding a free port: {e}"))?;
             let log = dir.path().join(format!("moto-{attempt}.log"));
             let out = std::fs::File::create(&log).map_err(|e| format!("log: {e}"))?;
             let err = out.try_clone().map_err(|e| format!("log: {e}"))?;
@@ -226,12 +226,6 @@ fn moto_binary() -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)
         .map(|d| d.join("moto_server"))
         .find(|p| p.is_file())
-}
-
-fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
-        .local_addr()?
-        .port())
 }
 
 /// Status and body of a complete HTTP/1.1 response (Content-Length, chunked, or up to EOF).

@@ -263,8 +263,7 @@ pub struct Tunnel {
 
 /// A TCP port on 127.0.0.1 that nothing listens on right now.
 pub fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("bind port 0");
-    l.local_addr().expect("local addr").port()
+    pgtest::free_port().expect("a free port on 127.0.0.1")
 }
 
 impl Tunnel {
