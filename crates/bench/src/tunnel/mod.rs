@@ -5,3 +5,4 @@
 mod pair;
 
 pub use pair::{HalfStats, Pair, PairOptions, Traffic};
+pub mod report;
