@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::io::{self, Write};
 
 /// The configuration every other one is measured against first: the client talks to PostgreSQL itself.
 pub const DIRECT: &str = "direct";
@@ -91,6 +92,91 @@ impl TunnelReport {
         Some((a.bytes_total() as f64 / bytes as f64, a.wall_s / m.wall_s))
     }
 
+    /// Writes the report as text tables: one per rate and workload, one row per configuration, with bytes
+    /// each way and in total, wall time, how many times fewer bytes and less time than direct and than
+    /// `ssh -C`, pgbench's TPS and latency where measured, and CPU seconds per process; then the notes.
+    pub fn text(&self, w: &mut dyn Write) -> io::Result<()> {
+        writeln!(w, "bench tunnel: TPC-H scale {}", num(self.scale))?;
+        writeln!(w, "machine: {}", self.machine)?;
+        writeln!(w, "command: {}", self.command)?;
+        let configs = self.configs();
+        for rate in self.rates() {
+            for workload in self.workloads() {
+                let rows: Vec<&Measurement> = configs
+                    .iter()
+                    .filter_map(|c| self.find(rate, workload, c))
+                    .collect();
+                if rows.is_empty() {
+                    continue;
+                }
+                writeln!(w)?;
+                writeln!(w, "{}", heading(rate, workload))?;
+                self.table(rate, workload, &rows).write(w)?;
+            }
+        }
+        writeln!(w)?;
+        writeln!(
+            w,
+            "fewer (bytes) and faster (wall time) are how many times: the other configuration's bytes (both \
+             directions) or wall time divided by this row's; above 1 is better. Bytes are the veth \
+             interface's kernel counters."
+        )?;
+        for n in &self.notes {
+            writeln!(w, "note: {n}")?;
+        }
+        Ok(())
+    }
+
+    /// The text table of one rate and workload.
+    fn table(&self, rate: Option<u64>, workload: &str, rows: &[&Measurement]) -> Table {
+        let tps = rows
+            .iter()
+            .any(|m| m.tps.is_some() || m.latency_ms.is_some());
+        let cpu = rows.iter().any(|m| !m.cpu_s.is_empty());
+        let mut head = vec![
+            "config",
+            "c->s",
+            "s->c",
+            "total",
+            "fewer vs direct",
+            "fewer vs ssh -C",
+            "wall",
+            "faster vs direct",
+            "faster vs ssh -C",
+        ];
+        if tps {
+            head.extend(["TPS", "latency"]);
+        }
+        if cpu {
+            head.push("CPU s");
+        }
+        let mut t = Table::new(&head);
+        for m in rows {
+            let d = self.ratio(rate, workload, &m.config, DIRECT);
+            let s = self.ratio(rate, workload, &m.config, SSH_C);
+            let mut row = vec![
+                m.config.clone(),
+                bytes(m.bytes_c2s),
+                bytes(m.bytes_s2c),
+                bytes(m.bytes_total()),
+                times(d.map(|r| r.0)),
+                times(s.map(|r| r.0)),
+                secs(m.wall_s),
+                times(d.map(|r| r.1)),
+                times(s.map(|r| r.1)),
+            ];
+            if tps {
+                row.push(m.tps.map_or("-".into(), |v| format!("{v:.0}")));
+                row.push(m.latency_ms.map_or("-".into(), |v| format!("{v:.3} ms")));
+            }
+            if cpu {
+                row.push(cpu_list(&m.cpu_s));
+            }
+            t.rows.push(row);
+        }
+        t
+    }
+
     /// The link rates measured, in the order first seen.
     pub fn rates(&self) -> Vec<Option<u64>> {
         let mut v = Vec::new();
@@ -122,6 +208,120 @@ impl TunnelReport {
             }
         }
         v
+    }
+}
+
+/// The title of one rate and workload's table: `load, 50 Mbit/s link`.
+pub(crate) fn heading(rate: Option<u64>, workload: &str) -> String {
+    format!("{workload}, {} link", rate_label(rate))
+}
+
+/// A rate as a reader says it: `50 Mbit/s`, `1 Gbit/s`, `unshaped`.
+pub fn rate_label(rate: Option<u64>) -> String {
+    match rate {
+        None => "unshaped".into(),
+        Some(r) if r >= 1000 && r % 1000 == 0 => format!("{} Gbit/s", r / 1000),
+        Some(r) => format!("{r} Mbit/s"),
+    }
+}
+
+/// Bytes in decimal units with three significant figures (`303 MB`, `1.01 GB`), as link rates count them.
+pub(crate) fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "kB", "MB", "GB", "TB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 999.5 && u < UNITS.len() - 1 {
+        v /= 1000.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else if v >= 99.95 {
+        format!("{v:.0} {}", UNITS[u])
+    } else if v >= 9.995 {
+        format!("{v:.1} {}", UNITS[u])
+    } else {
+        format!("{v:.2} {}", UNITS[u])
+    }
+}
+
+/// A ratio as `3.33x`, or `-` when there is none.
+pub(crate) fn times(r: Option<f64>) -> String {
+    match r {
+        Some(v) if v.is_finite() && v >= 99.95 => format!("{v:.0}x"),
+        Some(v) if v.is_finite() => format!("{v:.2}x"),
+        _ => "-".into(),
+    }
+}
+
+/// Seconds with a precision that fits their size.
+pub(crate) fn secs(s: f64) -> String {
+    if s >= 99.95 {
+        format!("{s:.0} s")
+    } else if s >= 9.995 {
+        format!("{s:.1} s")
+    } else {
+        format!("{s:.2} s")
+    }
+}
+
+/// CPU seconds per process, `tunnel client 3.25, tunnel server 4.50`; `-` when none was measured.
+pub(crate) fn cpu_list(cpu: &BTreeMap<String, f64>) -> String {
+    if cpu.is_empty() {
+        return "-".into();
+    }
+    let v: Vec<String> = cpu.iter().map(|(k, s)| format!("{k} {s:.2}")).collect();
+    v.join(", ")
+}
+
+/// A number without trailing zeros (`1`, `0.1`).
+fn num(v: f64) -> String {
+    let s = format!("{v:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// A text table: the first column left-aligned, the others right-aligned, the last left-aligned when it
+/// is the CPU list (so a long list does not push the numbers apart).
+struct Table {
+    head: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn new(head: &[&str]) -> Table {
+        Table {
+            head: head.iter().map(|s| s.to_string()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    fn write(&self, w: &mut dyn Write) -> io::Result<()> {
+        let n = self.head.len();
+        let mut width: Vec<usize> = self.head.iter().map(|h| h.chars().count()).collect();
+        for r in &self.rows {
+            for (k, c) in r.iter().enumerate().take(n) {
+                width[k] = width[k].max(c.chars().count());
+            }
+        }
+        let left = |k: usize| k == 0 || (k == n - 1 && self.head[k] == "CPU s");
+        for r in std::iter::once(&self.head).chain(&self.rows) {
+            let mut line = String::new();
+            for (k, c) in r.iter().enumerate().take(n) {
+                if k > 0 {
+                    line.push_str("  ");
+                }
+                let pad = width[k] - c.chars().count();
+                if left(k) {
+                    line.push_str(c);
+                    line.extend(std::iter::repeat_n(' ', pad));
+                } else {
+                    line.extend(std::iter::repeat_n(' ', pad));
+                    line.push_str(c);
+                }
+            }
+            writeln!(w, "  {}", line.trim_end())?;
+        }
+        Ok(())
     }
 }
 
@@ -238,5 +438,120 @@ pub(crate) mod tests {
         assert_eq!(back.runs[0].rate_mbit, Some(50));
         assert_eq!(back.runs[2].rate_mbit, None);
         assert_eq!(back.notes, r.notes);
+    }
+    fn text_of(r: &TunnelReport) -> String {
+        let mut out = Vec::new();
+        r.text(&mut out).expect("write to a Vec");
+        String::from_utf8(out).expect("utf-8")
+    }
+
+    #[test]
+    fn text_has_a_table_per_rate_and_workload() {
+        let t = text_of(&sample());
+        assert!(
+            t.contains("machine: 2 cores, 4 GiB, Linux 6.1, Test CPU"),
+            "{t}"
+        );
+        assert!(
+            t.contains("command: pgcompress bench tunnel --rate 50"),
+            "{t}"
+        );
+        assert!(t.contains("\nload, 50 Mbit/s link\n"), "{t}");
+        assert!(t.contains("\nload, unshaped link\n"), "{t}");
+        assert!(t.contains("\npgbench-S, unshaped link\n"), "{t}");
+        // No pgbench at 50 Mbit/s: no empty table for it.
+        assert!(!t.contains("pgbench-S, 50 Mbit/s link"), "{t}");
+        // tunnel zstd:1 at 50 Mbit/s: 300 MB + 3.00 MB, 3.33x fewer bytes, 4x faster than direct,
+        // no ssh -C to compare with.
+        let row = t
+            .lines()
+            .skip_while(|l| *l != "load, 50 Mbit/s link")
+            .find(|l| l.trim_start().starts_with("tunnel zstd:1"))
+            .expect("row");
+        let cells: Vec<&str> = row
+            .split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
+        assert_eq!(
+            cells,
+            [
+                "tunnel zstd:1",
+                "300 MB",
+                "3.00 MB",
+                "303 MB",
+                "3.33x",
+                "-",
+                "50.0 s",
+                "4.00x",
+                "-"
+            ],
+            "{row}"
+        );
+        // Unshaped: ssh -C is there, 1.33x the bytes and 2.5x the time of zstd:1.
+        let row = t
+            .lines()
+            .skip_while(|l| *l != "load, unshaped link")
+            .find(|l| l.trim_start().starts_with("tunnel zstd:1"))
+            .expect("row");
+        assert!(
+            row.contains("1.33x") && row.contains("2.50x") && row.contains("1.25x"),
+            "{row}"
+        );
+        // The pgbench table has TPS, latency and CPU columns; the load tables have none.
+        let pgb: Vec<&str> = t
+            .lines()
+            .skip_while(|l| *l != "pgbench-S, unshaped link")
+            .take(4)
+            .collect();
+        assert!(
+            pgb[1].contains("TPS") && pgb[1].contains("latency") && pgb[1].contains("CPU s"),
+            "{pgb:?}"
+        );
+        assert!(
+            pgb[2].contains("12346") && pgb[2].contains("0.648 ms"),
+            "{pgb:?}"
+        );
+        assert!(
+            pgb[2].contains("tunnel client 3.25, tunnel server 4.50"),
+            "{pgb:?}"
+        );
+        assert!(
+            pgb[3].contains("socat") && pgb[3].contains("12000"),
+            "{pgb:?}"
+        );
+        let load: Vec<&str> = t
+            .lines()
+            .skip_while(|l| *l != "load, unshaped link")
+            .take(2)
+            .collect();
+        assert!(
+            !load[1].contains("TPS") && !load[1].contains("CPU"),
+            "{load:?}"
+        );
+        assert!(
+            t.contains("note: ssh -C skipped at 50 Mbit/s: <sshd> & friends"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn figures_read_at_a_glance() {
+        assert_eq!(bytes(0), "0 B");
+        assert_eq!(bytes(999), "999 B");
+        assert_eq!(bytes(1_000), "1.00 kB");
+        assert_eq!(bytes(12_340_000), "12.3 MB");
+        assert_eq!(bytes(3_820_000_000), "3.82 GB");
+        assert_eq!(bytes(999_999), "1.00 MB");
+        assert_eq!(times(None), "-");
+        assert_eq!(times(Some(f64::INFINITY)), "-");
+        assert_eq!(times(Some(2.5)), "2.50x");
+        assert_eq!(times(Some(250.4)), "250x");
+        assert_eq!(secs(0.126), "0.13 s");
+        assert_eq!(secs(200.0), "200 s");
+        assert_eq!(rate_label(Some(50)), "50 Mbit/s");
+        assert_eq!(rate_label(Some(1000)), "1 Gbit/s");
+        assert_eq!(rate_label(Some(1500)), "1500 Mbit/s");
+        assert_eq!(rate_label(None), "unshaped");
     }
 }
