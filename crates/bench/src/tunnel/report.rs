@@ -2,6 +2,8 @@
 //! every workload at every link rate, with the bytes the kernel counted on the link; and the comparisons a
 //! reader wants (how many times fewer bytes, how many times faster, against direct and against `ssh -C`).
 
+mod html;
+
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -125,6 +127,13 @@ impl TunnelReport {
             writeln!(w, "note: {n}")?;
         }
         Ok(())
+    }
+
+    /// The report as one self-contained HTML page: per workload, charts of the bytes on the link and the
+    /// wall time (TPS for pgbench) of each configuration, a panel per rate; every measurement in a table;
+    /// the machine, the command and the notes. Write it with [`advise::html::write_file`].
+    pub fn html(&self) -> String {
+        html::render(self)
     }
 
     /// The text table of one rate and workload.
