@@ -5,4 +5,5 @@
 mod pair;
 
 pub use pair::{HalfStats, Pair, PairOptions, Traffic};
+pub mod relay;
 pub mod report;
