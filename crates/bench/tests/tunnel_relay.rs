@@ -11,8 +11,8 @@ use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// About 12 MB of COPY text: enough for ssh's zlib to show CPU time.
-const COPY: &str = "COPY (SELECT g, md5(g::text), repeat('pgcompress', 3) FROM generate_series(1, 200000) g) TO STDOUT";
+/// About 40 MB of COPY text: enough for the relays to show CPU time at 100 clock ticks per second.
+const COPY: &str = "COPY (SELECT g, md5(g::text), repeat('pgcompress', 3) FROM generate_series(1, 650000) g) TO STDOUT";
 
 fn plain(program: &OsStr) -> Command {
     Command::new(program)
@@ -79,11 +79,14 @@ fn present(pid: u32) -> bool {
 }
 
 /// Holds a session through `port` (a psql sleeping in the server) and waits until the server sees it.
+/// The backend sleeps on after its client is cut (nothing checks the socket), so the session is found
+/// by its application name, unique to the port.
 fn hold_session(c: &Cluster, port: u16) -> std::process::Child {
     let child = c
         .command("psql")
         .args(["-X", "-q", "-At", "-U", "postgres", "-h", "127.0.0.1"])
         .args(["-p", &port.to_string(), "-c", "SELECT pg_sleep(120)"])
+        .env("PGAPPNAME", format!("held through {port}"))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -91,7 +94,9 @@ fn hold_session(c: &Cluster, port: u16) -> std::process::Child {
         .expect("psql");
     let deadline = Instant::now() + Duration::from_secs(20);
     while c
-        .query_one("SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(120)'")
+        .query_one(&format!(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'held through {port}'"
+        ))
         .expect("pg_stat_activity")
         != "1"
     {
@@ -168,16 +173,18 @@ fn socat_pair_carries_a_query_and_leaves_nothing_behind() {
             .expect("socat pair");
         let port = relay.local_port();
         let out = psql(&c, Some(port), COPY);
-        assert!(out.len() > 10_000_000, "{} bytes", out.len());
+        assert!(out.len() > 40_000_000, "{} bytes", out.len());
         assert_eq!(sha(&out), direct, "{target:?}: output differs from direct");
         let pids = relay.pids();
         let labels: Vec<&str> = pids.iter().map(|(l, _)| l.as_str()).collect();
         assert_eq!(labels, ["socat client", "socat server"]);
-        // The connection has ended: each parent reaped its child and counts its CPU.
-        for (label, pid) in &pids {
-            let cpu = tree_cpu_seconds(*pid).expect("cpu");
-            assert!(cpu > 0.0, "{label}: {cpu} CPU seconds after relaying 12 MB");
-        }
+        // The connection has ended: each parent reaped its child and counts its CPU (socat copies
+        // 40 MB in tens of milliseconds: only the two together are sure to pass a clock tick).
+        let cpu: f64 = pids
+            .iter()
+            .map(|(_, pid)| tree_cpu_seconds(*pid).expect("cpu"))
+            .sum();
+        assert!(cpu > 0.0, "{cpu} CPU seconds after relaying 40 MB");
         drop_cuts_everything(&c, relay, port, pids, &["socat client", "socat server"]);
     }
 }
@@ -202,7 +209,7 @@ fn ssh_forward_carries_a_query_compressed_and_leaves_nothing_behind() {
             let cpu = tree_cpu_seconds(*pid).expect("cpu");
             assert!(
                 cpu > 0.0,
-                "{label}: {cpu} CPU seconds after 12 MB through zlib"
+                "{label}: {cpu} CPU seconds after 40 MB through zlib"
             );
         }
         drop_cuts_everything(&c, relay, port, pids, &["sshd"]);

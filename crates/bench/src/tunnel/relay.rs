@@ -53,8 +53,12 @@ impl PgTarget {
     /// socat's address for connecting to PostgreSQL.
     fn socat_address(&self) -> OsString {
         match self {
-            PgTarget::Tcp(SocketAddr::V4(a)) => format!("TCP4:{}:{}", a.ip(), a.port()).into(),
-            PgTarget::Tcp(SocketAddr::V6(a)) => format!("TCP6:[{}]:{}", a.ip(), a.port()).into(),
+            PgTarget::Tcp(SocketAddr::V4(a)) => {
+                format!("TCP4:{}:{},nodelay", a.ip(), a.port()).into()
+            }
+            PgTarget::Tcp(SocketAddr::V6(a)) => {
+                format!("TCP6:[{}]:{},nodelay", a.ip(), a.port()).into()
+            }
             PgTarget::Unix { dir, port } => {
                 let mut s = OsString::from("UNIX-CONNECT:");
                 s.push(Self::socket_path(dir, *port));
@@ -275,7 +279,9 @@ fn require(program: &str, package: &str) -> Result<()> {
 
 /// A plain TCP relay pair: socat in the server namespace (`TCP-LISTEN` on the server address, one forked
 /// child per connection, to PostgreSQL) and socat in the client namespace (`TCP-LISTEN` on 127.0.0.1, to
-/// the server one). Dropping it stops both trees.
+/// the server one). Every TCP socket has `TCP_NODELAY`, as libpq's and PostgreSQL's own have, so small
+/// request-response messages are not held back by Nagle's algorithm: the floor of any two-hop proxy, not
+/// a misconfigured one. Dropping it stops both trees.
 pub struct SocatPair {
     client: Option<Proc>,
     server: Option<Proc>,
@@ -299,7 +305,7 @@ impl SocatPair {
             server(OsStr::new("socat"))
                 .args(["-d", "-d"])
                 .arg(format!(
-                    "TCP4-LISTEN:{port},bind={server_addr},reuseaddr,fork"
+                    "TCP4-LISTEN:{port},bind={server_addr},reuseaddr,fork,nodelay"
                 ))
                 .arg(pg.socat_address()),
             "listening on",
@@ -315,10 +321,10 @@ impl SocatPair {
             client(OsStr::new("socat"))
                 .args(["-d", "-d"])
                 .arg(format!(
-                    "TCP4-LISTEN:{},bind=127.0.0.1,reuseaddr,fork",
+                    "TCP4-LISTEN:{},bind=127.0.0.1,reuseaddr,fork,nodelay",
                     pair.local_port
                 ))
-                .arg(format!("TCP4:{server_addr}:{port}")),
+                .arg(format!("TCP4:{server_addr}:{port},nodelay")),
             "listening on",
         )?;
         pair.client = Some(c);
@@ -621,10 +627,10 @@ mod tests {
     #[test]
     fn targets_as_socat_and_ssh_spell_them() {
         let t = PgTarget::Tcp("127.0.0.1:5432".parse().expect("addr"));
-        assert_eq!(t.socat_address(), "TCP4:127.0.0.1:5432");
+        assert_eq!(t.socat_address(), "TCP4:127.0.0.1:5432,nodelay");
         assert_eq!(t.ssh_forward_target(), "127.0.0.1:5432");
         let t = PgTarget::Tcp("[::1]:5433".parse().expect("addr"));
-        assert_eq!(t.socat_address(), "TCP6:[::1]:5433");
+        assert_eq!(t.socat_address(), "TCP6:[::1]:5433,nodelay");
         assert_eq!(t.ssh_forward_target(), "[::1]:5433");
         let t = PgTarget::Unix {
             dir: "/tmp/pg sock".into(),
