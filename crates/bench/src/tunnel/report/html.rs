@@ -273,7 +273,7 @@ impl Chart<'_> {
                      <text x=\"{x:.1}\" y=\"{:.1}\" font-size=\"10\" fill=\"#555\" text-anchor=\"middle\">{}</text>",
                     bottom + 4.0,
                     bottom + 16.0,
-                    esc(&if v == 0.0 { "0".into() } else { fmt(v) })
+                    esc(&if v == 0.0 { "0".into() } else { tick(&fmt(v)) })
                 );
                 v += step;
             }
@@ -358,6 +358,22 @@ fn nice_step(range: f64, n: f64) -> f64 {
         10.0
     };
     m * mag
+}
+
+/// A tick label without the zeros that only say how precise a measured value is: `10.0 s` is `10 s`,
+/// `1.50 GB` is `1.5 GB`.
+fn tick(label: &str) -> String {
+    let (num, unit) = label.split_once(' ').unwrap_or((label, ""));
+    let num = if num.contains('.') {
+        num.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        num
+    };
+    if unit.is_empty() {
+        num.to_string()
+    } else {
+        format!("{num} {unit}")
+    }
 }
 
 /// Every measurement, grouped as the text report groups them.
@@ -509,6 +525,15 @@ mod tests {
             "{widths:?}"
         );
         assert!(widths.iter().all(|w| *w > 1.0 && *w < WIDTH), "{widths:?}");
+    }
+
+    #[test]
+    fn ticks_drop_precision_zeros() {
+        assert_eq!(tick("10.0 s"), "10 s");
+        assert_eq!(tick("1.50 GB"), "1.5 GB");
+        assert_eq!(tick("500 MB"), "500 MB");
+        assert_eq!(tick("5000"), "5000");
+        assert_eq!(tick("0.25 s"), "0.25 s");
     }
 
     #[test]
