@@ -12,6 +12,8 @@ use std::io::{self, Write};
 pub const DIRECT: &str = "direct";
 /// The peer DBAs use today: an OpenSSH port forward with compression on.
 pub const SSH_C: &str = "ssh -C";
+/// The plain TCP relay pair: what any two-hop proxy costs at least, so interactive TPS is compared with it.
+pub const SOCAT: &str = "socat";
 
 /// One `bench tunnel` run: the machine, the command, and every measurement (the JSON output is this
 /// serialized).
@@ -96,7 +98,7 @@ impl TunnelReport {
 
     /// Writes the report as text tables: one per rate and workload, one row per configuration, with bytes
     /// each way and in total, wall time, how many times fewer bytes and less time than direct and than
-    /// `ssh -C`, pgbench's TPS and latency where measured, and CPU seconds per process; then the notes.
+    /// `ssh -C`, pgbench's TPS (and its ratio to socat's) and latency where measured, and CPU seconds per process; then the notes.
     pub fn text(&self, w: &mut dyn Write) -> io::Result<()> {
         writeln!(w, "bench tunnel: TPC-H scale {}", num(self.scale))?;
         writeln!(w, "machine: {}", self.machine)?;
@@ -154,7 +156,7 @@ impl TunnelReport {
             "faster vs ssh -C",
         ];
         if tps {
-            head.extend(["TPS", "latency"]);
+            head.extend(["TPS", "TPS vs socat", "latency"]);
         }
         if cpu {
             head.push("CPU s");
@@ -176,6 +178,7 @@ impl TunnelReport {
             ];
             if tps {
                 row.push(m.tps.map_or("-".into(), |v| format!("{v:.0}")));
+                row.push(times(self.tps_ratio(rate, workload, &m.config, SOCAT)));
                 row.push(m.latency_ms.map_or("-".into(), |v| format!("{v:.3} ms")));
             }
             if cpu {
@@ -184,6 +187,20 @@ impl TunnelReport {
             t.rows.push(row);
         }
         t
+    }
+
+    /// `config`'s TPS divided by `against`'s on `workload` at `rate` (above 1: more transactions);
+    /// `None` when either has no TPS or `against`'s is not positive.
+    pub fn tps_ratio(
+        &self,
+        rate: Option<u64>,
+        workload: &str,
+        config: &str,
+        against: &str,
+    ) -> Option<f64> {
+        let m = self.find(rate, workload, config)?.tps?;
+        let a = self.find(rate, workload, against)?.tps?;
+        (a > 0.0 && a.is_finite() && m.is_finite()).then(|| m / a)
     }
 
     /// The link rates measured, in the order first seen.
@@ -426,6 +443,17 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn tps_ratio_against_socat() {
+        let r = sample();
+        let t = r
+            .tps_ratio(None, "pgbench-S", "tunnel auto", SOCAT)
+            .expect("both");
+        assert!((t - 12_345.6 / 12_000.0).abs() < 1e-12, "{t}");
+        assert_eq!(r.tps_ratio(None, "pgbench-S", "tunnel auto", DIRECT), None);
+        assert_eq!(r.tps_ratio(None, "load", "tunnel zstd:1", DIRECT), None);
+    }
+
+    #[test]
     fn axes_keep_first_seen_order() {
         let r = sample();
         assert_eq!(r.rates(), vec![Some(50), None]);
@@ -515,6 +543,10 @@ pub(crate) mod tests {
             .collect();
         assert!(
             pgb[1].contains("TPS") && pgb[1].contains("latency") && pgb[1].contains("CPU s"),
+            "{pgb:?}"
+        );
+        assert!(
+            pgb[1].contains("TPS vs socat") && pgb[2].contains("1.03x"),
             "{pgb:?}"
         );
         assert!(

@@ -8,7 +8,8 @@
 //! `tr.run` per measurement.
 
 use super::{
-    bytes, cpu_list, heading, rate_label, secs, times, Measurement, TunnelReport, DIRECT, SSH_C,
+    bytes, cpu_list, heading, rate_label, secs, times, Measurement, TunnelReport, DIRECT, SOCAT,
+    SSH_C,
 };
 use advise::html::esc;
 use std::fmt::Write as _;
@@ -29,7 +30,7 @@ const ROW: f64 = 20.0;
 pub(crate) fn colour(config: &str) -> &'static str {
     match config {
         DIRECT => "#6e6e73",
-        "socat" => "#a1a1a6",
+        SOCAT => "#a1a1a6",
         "tunnel none" => "#9ec1f0",
         "tunnel lz4" => "#5b8fd9",
         "tunnel zstd:1" => "#1f5fbf",
@@ -129,8 +130,11 @@ pub(super) fn render(r: &TunnelReport) -> String {
                 &|m| m.tps,
                 &|v| format!("{v:.0}"),
                 &|m| {
-                    m.latency_ms
-                        .map_or(String::new(), |l| format!("{l:.3} ms average latency"))
+                    let vs = times(r.tps_ratio(m.rate_mbit, workload, &m.config, SOCAT));
+                    let lat = m
+                        .latency_ms
+                        .map_or(String::new(), |l| format!(", {l:.3} ms average latency"));
+                    format!("{vs} socat's TPS{lat}")
                 },
             ));
         } else {
