@@ -25,6 +25,7 @@ mod cluster;
 mod error;
 pub mod greenplum;
 mod install;
+pub mod netns;
 pub mod run;
 mod wal;
 pub mod workload;
