@@ -3,7 +3,8 @@
 //! Benchmarks and tests of the tunnel need a link whose bytes are counted by the kernel (not by the tool under
 //! test) and whose rate can be limited. [`NetLink::create`] makes two fresh namespaces, `server` and `client`,
 //! joined by a veth pair with the addresses `10.x.y.1/30` (server) and `10.x.y.2/30` (client); loopback is up
-//! in both, and nothing else is reachable from either (no default route, no other interface). The veth ends
+//! in both, and nothing else is reachable from either (no default route, no other interface). IPv6 is off
+//! in both, so the veth counters hold only what programs sent over IPv4 (and ARP). The veth ends
 //! are created directly inside their namespaces, so nothing appears in the caller's namespace at any moment.
 //! [`NetLink::shape`] puts a token-bucket filter (`tbf`) on both ends; [`NetLink::bytes`] reads the ends'
 //! kernel counters.
@@ -33,6 +34,10 @@ const PREFIX: &str = "pgc-";
 const SERVER_DEV: &str = "pgcs0";
 /// The veth end inside the client namespace.
 const CLIENT_DEV: &str = "pgcc0";
+
+/// Turns IPv6 off in a namespace, if the kernel has it.
+const NO_IPV6: &str = "for c in all default; do f=/proc/sys/net/ipv6/conf/$c/disable_ipv6; \
+                       if [ -e $f ]; then echo 1 > $f || exit 1; fi; done";
 
 /// How long one `ip` or `tc` invocation may take.
 const IP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -116,6 +121,12 @@ impl NetLink {
         // Drop removes whatever of the link exists, so every `?` below leaves nothing behind.
         ip(&["netns", "add", &link.server_ns])?;
         ip(&["netns", "add", &link.client_ns])?;
+        for ns in [&link.server_ns, &link.client_ns] {
+            // No IPv6: its router solicitations, MLD reports and duplicate-address probes would add
+            // packets to the veth counters that no program sent. Done before the veth exists, so the
+            // `default` setting covers it.
+            ip_netns_exec(ns, &["sh", "-c", NO_IPV6])?;
+        }
         ip(&[
             "link",
             "add",

@@ -77,6 +77,10 @@ fn cluster_in_a_namespace_is_reached_over_the_veth_and_shaped() {
     );
     assert_eq!(postmaster_ns.to_string_lossy(), named_ns.trim());
 
+    // Only IPv4: nothing but the programs' traffic (and ARP) reaches the veth counters.
+    let addrs = stdout_of(link.command(Side::Client, "ip").args(["addr", "show"]));
+    assert!(!addrs.contains("inet6"), "{addrs}");
+
     // A known result over TCP from the client namespace; the veth carries at least its bytes.
     let before = link.bytes().expect("counters");
     let result = remote_psql(&link, &cluster, "SELECT repeat('x', 200000)");
