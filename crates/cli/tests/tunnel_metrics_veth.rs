@@ -223,6 +223,32 @@ fn metrics_link_bytes_agree_with_the_veth_counters() {
     );
     assert!(raw_b2f >= rows.len() as u64, "{client}");
     assert!(s2c < raw_b2f, "veth {s2c} bytes for {raw_b2f} raw");
+
+    // The halves' resident memory as the endpoint reports it and as /proc shows it from outside.
+    let (client_pid, server_pid) = tunnel.pids();
+    for (side, half, pid) in [
+        (Side::Client, "client", client_pid),
+        (Side::Server, "server", server_pid),
+    ] {
+        let body = scrape(&link, side, metrics);
+        let reported = sample(
+            &body,
+            &format!("process_resident_memory_bytes{{half=\"{half}\"}}"),
+        );
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+        let kb: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS");
+        let seen = kb * 1024;
+        // The two readings are moments apart on an idle half: within a quarter of each other.
+        assert!(
+            reported * 4 >= seen * 3 && reported * 3 <= seen * 4,
+            "{half} half reports {reported} resident bytes, /proc/{pid} shows {seen}"
+        );
+        assert!(sample(&body, &format!("process_open_fds{{half=\"{half}\"}}")) >= 3);
+    }
     drop(tunnel);
     drop(cluster);
 }
