@@ -269,12 +269,16 @@ mod tests {
             "pgcompress_tunnel_link_bytes_total{half=\"client\",direction=\"backend_to_frontend\"} 23456",
             "pgcompress_tunnel_chunks_total{half=\"client\",direction=\"frontend_to_backend\"} 5",
             "pgcompress_tunnel_frames_total{half=\"client\",direction=\"backend_to_frontend\"} 20",
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line} in\n{text}");
+        }
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        for line in [
             "process_resident_memory_bytes{half=\"client\"} 9437184",
             "process_open_fds{half=\"client\"} 12",
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line} in\n{text}");
         }
-        assert!(text.ends_with("# EOF\n"), "{text}");
         let none = render(&s, &ProcessFacts::default());
         assert!(!none.contains("process_"), "{none}");
     }
