@@ -124,8 +124,33 @@ fn cluster_in_a_namespace_is_reached_over_the_veth_and_shaped() {
         took >= floor,
         "{n} bytes in {took:.3} s at 10 Mbit/s (floor {floor:.3} s)"
     );
-    let qdisc = stdout_of(link.command(Side::Client, "tc").args(["qdisc", "show"]));
-    assert!(qdisc.contains("tbf"), "{qdisc}");
+    // The other direction is limited too: the same bytes sent by the client (COPY FROM STDIN).
+    cluster.psql("CREATE TABLE sink (t text)").expect("table");
+    let mut copy = link.command(Side::Client, cluster.install().bin("psql"));
+    copy.args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-h"])
+        .arg(link.addr(Side::Server).to_string())
+        .args(["-p", &cluster.port().to_string(), "-U", "postgres"])
+        .args(["-c", "COPY sink FROM STDIN"]);
+    let line = format!("{}\n", "z".repeat(n));
+    let start = Instant::now();
+    pgtest::run::run_as_current_user(&mut copy, Some(line.as_bytes()), Duration::from_secs(120))
+        .expect("COPY FROM STDIN");
+    let up = start.elapsed().as_secs_f64();
+    eprintln!("{n} bytes up at 10 Mbit/s: {up:.3} s (floor {floor:.3} s)");
+    assert!(
+        up >= floor,
+        "{n} bytes up in {up:.3} s at 10 Mbit/s (floor {floor:.3} s)"
+    );
+    assert_eq!(
+        cluster
+            .query_one("SELECT sum(length(t)) FROM sink")
+            .expect("sum"),
+        n.to_string()
+    );
+    for side in [Side::Server, Side::Client] {
+        let qdisc = stdout_of(link.command(side, "tc").args(["qdisc", "show"]));
+        assert!(qdisc.contains("tbf"), "{qdisc}");
+    }
 
     link.shape(None).expect("unshape");
     let qdisc = stdout_of(link.command(Side::Server, "tc").args(["qdisc", "show"]));
