@@ -56,7 +56,7 @@ pub fn server_user() -> Result<Option<&'static ServerUser>> {
 /// Makes `cmd` run as the server user when we are root; leaves it alone otherwise.
 ///
 /// Sets uid, gid and `HOME` (the standard library drops supplementary groups when it changes uid as root).
-/// A command already wrapped to switch users by itself (see [`mark_switched`]) is left alone.
+/// A command already wrapped to switch users by itself (`Cluster::command` in a network namespace) is left alone.
 pub fn as_server_user(cmd: &mut Command) -> Result<&mut Command> {
     let switched = cmd
         .get_envs()
