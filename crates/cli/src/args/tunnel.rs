@@ -127,7 +127,9 @@ pub struct ClientArgs {
     /// The server half (HOST:PORT).
     #[arg(long)]
     pub server: String,
-    /// Compression method in both directions: zstd[:LEVEL], lz4[:LEVEL] or none.
+    /// Compression method in both directions: zstd[:LEVEL], lz4[:LEVEL], none, or auto (each
+    /// direction of each connection adapts among none, lz4 and zstd:1/3/6 to the link, the CPU
+    /// and the data; needs a server half that knows auto).
     #[arg(long, default_value = "zstd:1")]
     pub method: String,
     /// Name the server half's certificate must carry (default: the host of --server).

@@ -4,14 +4,16 @@
 //! payload). After the handshake ([`handshake`]), a [`LinkEncoder`] turns PostgreSQL messages
 //! into frames and a [`LinkDecoder`] turns frames back into the PostgreSQL byte stream.
 
+pub mod auto;
 mod context;
 pub mod decoder;
 pub mod encoder;
 pub mod frame;
 pub mod handshake;
 
+pub use auto::{AutoPolicy, Observation};
 pub use decoder::{Decoded, Event, LinkDecoder};
-pub use encoder::{LinkEncoder, SenderConfig, TagSet};
+pub use encoder::{Compressible, LinkEncoder, SenderConfig, TagSet};
 pub use handshake::{Accept, Hello, Reply};
 
 use codec::{Method, Spec};
