@@ -5,9 +5,10 @@
 //! answers with the method to switch to, if any. The rules (docs/TUNNEL.md, "--method auto"):
 //!
 //! - **Idle or interactive**: until the compressible traffic of a direction reaches
-//!   [`ACTIVE_RATE`] over an interval, it is sent verbatim (method none): small queries and
-//!   rows cost nothing. Bulk traffic starts at [`START`] (zstd:1); after [`QUIET_INTERVALS`]
-//!   quiet intervals the direction goes back to none and its context is dropped.
+//!   [`ACTIVE_RATE`] over an interval, or [`BULK_BURST`] bytes within one, it is sent
+//!   verbatim (method none): small queries and rows cost nothing. Bulk traffic starts at
+//!   [`START`] (zstd:1); after [`QUIET_INTERVALS`] quiet intervals the direction goes back to
+//!   none and its context is dropped.
 //! - **Link bound** (the pump waited on link writes for at least half the interval): one step
 //!   up the [`LADDER`], up to its top or to the ceiling a CPU-bound interval left.
 //! - **CPU bound** (the encoder took at least half the interval while the link and the source
@@ -36,6 +37,9 @@ pub const START: usize = 2;
 pub const INTERVAL: Duration = Duration::from_millis(200);
 /// Compressible bytes per second above which a direction counts as bulk.
 pub const ACTIVE_RATE: u64 = 512 * 1024;
+/// Compressible bytes that make an idle direction bulk at once, without waiting for the end of
+/// the interval (on a fast link a whole interval of bulk traffic would go verbatim).
+pub const BULK_BURST: u64 = 256 * 1024;
 /// Quiet intervals in a row after which a bulk direction goes back to none.
 pub const QUIET_INTERVALS: u32 = 10;
 /// Intervals a CPU-bound step down keeps the level above it closed.
@@ -222,6 +226,12 @@ impl AutoPolicy {
             self.next_wait = PROBE_FIRST;
         }
         self.pressure.add(o);
+        if self.mode == Mode::Idle && self.pressure.eligible >= BULK_BURST {
+            self.mode = Mode::Bulk { quiet: 0 };
+            self.level = START.min(self.ceiling);
+            self.pressure = Observation::default();
+            return self.decided(before);
+        }
         if self.pressure.elapsed < INTERVAL {
             return None;
         }

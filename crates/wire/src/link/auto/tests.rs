@@ -56,10 +56,10 @@ fn interactive_traffic_stays_verbatim() {
 #[test]
 fn bulk_traffic_starts_at_zstd1_after_one_interval() {
     let mut p = AutoPolicy::new();
-    // Half an interval of bulk: not judged yet.
-    assert_eq!(switch(&mut p, |p| obs(p, 100, 1 << 20, 0)), None);
+    // Half an interval at 1 MiB/s (less than a BULK_BURST): not judged yet.
+    assert_eq!(switch(&mut p, |p| obs(p, 100, 100 << 10, 0)), None);
     assert_eq!(
-        switch(&mut p, |p| obs(p, 100, 1 << 20, 0)).as_deref(),
+        switch(&mut p, |p| obs(p, 100, 100 << 10, 0)).as_deref(),
         Some("zstd:1")
     );
     // Just below the rate over a whole interval: stays idle.
@@ -68,6 +68,16 @@ fn bulk_traffic_starts_at_zstd1_after_one_interval() {
     assert_eq!(switch(&mut q, |q| obs(q, 200, at - 1, 0)), None);
     assert_eq!(
         switch(&mut q, |q| obs(q, 200, at, 0)).as_deref(),
+        Some("zstd:1")
+    );
+}
+
+#[test]
+fn a_burst_of_bulk_starts_compressing_before_the_interval_ends() {
+    let mut p = AutoPolicy::new();
+    assert_eq!(switch(&mut p, |p| obs(p, 1, BULK_BURST - 1, 0)), None);
+    assert_eq!(
+        switch(&mut p, |p| obs(p, 1, 1, 0)).as_deref(),
         Some("zstd:1")
     );
 }
