@@ -353,3 +353,60 @@ async fn each_row_arrives_before_the_pump_waits_for_the_next() {
     pump.await.expect("join").expect("encode");
     unpump.await.expect("join").expect("decode");
 }
+
+/// `--method auto` in the pump: a slow link (a reader taking 64 KiB every 10 ms) under bulk
+/// rows that compress about 2:1 makes the writes wait, and the direction climbs from none
+/// through zstd:1 and zstd:3 to zstd:6; the frames still decode to the input.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_climbs_while_the_link_makes_the_pump_wait() {
+    let mut input = b"Z\x00\x00\x00\x05I".to_vec();
+    input.extend_from_slice(&noisy_rows(16 << 20));
+    let (mut pg_peer, pg) = tokio::io::duplex(32 << 20);
+    pg_peer.write_all(&input).await.expect("write");
+    drop(pg_peer);
+    let (link, mut link_peer) = tokio::io::duplex(64 * 1024);
+    let none = parse_spec("none").expect("spec");
+    let sender = Sender::new(
+        Framer::new(Direction::BackendToFrontend),
+        LinkEncoder::new(Direction::BackendToFrontend, SenderConfig::new(none)).expect("encoder"),
+    )
+    .adapt();
+    let ectx = ctx(Direction::BackendToFrontend);
+    let counters = ectx.counters[0].clone();
+    let pump = tokio::spawn(async move { encode(pg, link, sender, &ectx).await });
+    let mut link_bytes = Vec::new();
+    let mut piece = vec![0u8; 64 * 1024];
+    loop {
+        let n = link_peer.read(&mut piece).await.expect("read");
+        if n == 0 {
+            break;
+        }
+        link_bytes.extend_from_slice(&piece[..n]);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    pump.await.expect("join").expect("encode");
+    let mut decoder = LinkDecoder::new(Direction::BackendToFrontend, none).expect("decoder");
+    let (mut back, mut at, mut methods) = (Vec::new(), 0, Vec::new());
+    while let Some(d) = decoder
+        .decode(&link_bytes[at..], &mut back)
+        .expect("decode")
+    {
+        at += d.consumed;
+        if let Some(crate::link::Event::MethodSwitched(m)) = d.event {
+            methods.push(m.to_string());
+        }
+    }
+    assert!(
+        back == input,
+        "{} bytes back for {}",
+        back.len(),
+        input.len()
+    );
+    assert_eq!(
+        methods,
+        ["zstd:1", "zstd:3", "zstd:6"],
+        "{:?}",
+        counters.snapshot()
+    );
+    assert_eq!(counters.snapshot().method_switches, 3);
+}
