@@ -73,18 +73,17 @@ pub enum Level {
 impl Level {
     /// The method specification sent in the Method frame.
     pub fn spec(self) -> Spec {
-        let text = match self {
-            Level::None => "none".to_owned(),
-            Level::Lz4 => "lz4".to_owned(),
-            Level::Zstd(l) => format!("zstd:{l}"),
+        let (method, level) = match self {
+            Level::None => (Method::None, None),
+            Level::Lz4 => (Method::Lz4, None),
+            Level::Zstd(l) => (Method::Zstd, Some(l)),
         };
-        // The three forms above always parse.
-        text.parse().unwrap_or(Spec {
-            method: Method::None,
-            level: None,
+        Spec {
+            method,
+            level,
             long: None,
             workers: None,
-        })
+        }
     }
 }
 
