@@ -44,6 +44,8 @@ pgcompress tunnel client --listen 127.0.0.1:6432 --server db.example.com:7432 --
 pgcompress tunnel client --listen /tmp --port 6432 --server 10.0.0.5:7432 \\\n      \
 --server-name db.example.com --method lz4 \\\n      \
 --ca keys/ca.pem --cert keys/client.pem --key keys/client-key.pem\n  \
+pgcompress tunnel client --listen 127.0.0.1:6432 --server db.example.com:7432 --method auto \\\n      \
+--ca keys/ca.pem --cert keys/client.pem --key keys/client-key.pem\n  \
 psql \"host=127.0.0.1 port=6432 dbname=postgres\"")]
     Client(ClientArgs),
     /// Print a stats file written by a running or finished half.
