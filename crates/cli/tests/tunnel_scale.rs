@@ -1,7 +1,7 @@
 //! Scale (issue 17, acceptance): 500 concurrent pgbench clients through one tunnel pair with zstd:1,
 //! first idle, then each running a short query loop (`pgbench -S`), with no error; the resident memory
 //! of each half is reported before any connection, at 500 idle and at 500 active connections, and the
-//! growth stays under 2 MiB per active connection.
+//! growth stays under 2 MiB per active connection, also when every connection compresses both ways.
 
 mod tunnel_support;
 
@@ -83,6 +83,55 @@ fn peak_rss(pids: (u32, u32), samples: u32) -> (u64, u64) {
     peak
 }
 
+/// Size of the compressing phase's Query text and of its one-row result, KiB.
+const BULK_QUERY_KIB: usize = 8;
+const BULK_ROW_KIB: usize = 32;
+
+/// A pgbench script whose one query is BULK_QUERY_KIB KiB of SQL text (a literal of English-like
+/// words, so it compresses) returning a BULK_ROW_KIB KiB value that differs per transaction.
+fn bulk_script_text() -> String {
+    let words = [
+        "ledger", "account", "balance", "branch", "teller", "history", "amount",
+    ];
+    let mut literal = String::new();
+    let mut i = 0usize;
+    while literal.len() < BULK_QUERY_KIB * 1024 {
+        literal.push_str(words[i * 7 % words.len()]);
+        literal.push(' ');
+        literal.push_str(&(i * 7919 % 100_000).to_string());
+        literal.push(' ');
+        i += 1;
+    }
+    format!(
+        "\\set aid random(1, 100000)\n\
+         SELECT length('{literal}'), repeat(md5(:aid::text) || ' ' || :aid, {});\n",
+        BULK_ROW_KIB * 1024 / 40
+    )
+}
+
+/// Runs pgbench with `args` on all CLIENTS connections for ACTIVE_SECS seconds, sampling each
+/// half's resident memory meanwhile; returns the peaks and pgbench's output.
+fn active_phase(
+    cluster: &Cluster,
+    tunnel: &Tunnel,
+    pids: (u32, u32),
+    args: &[&str],
+) -> ((u64, u64), String) {
+    std::thread::scope(|s| {
+        let run = s.spawn(|| {
+            let mut cmd = client(cluster, "pgbench", Via::Tunnel(tunnel));
+            cmd.args(["-n", "-c", "500", "-j", "2", "-T", &ACTIVE_SECS.to_string()])
+                .args(args);
+            pgtest::run::run_as_current_user(&mut cmd, None, Duration::from_secs(300))
+        });
+        wait_open(tunnel, CLIENTS, "active phase");
+        let peak = peak_rss(pids, (ACTIVE_SECS as u32).saturating_sub(6));
+        let out = run.join().expect("pgbench thread");
+        let out = out.unwrap_or_else(|e| panic!("active pgbench {args:?}: {e}\n{}", tunnel.logs()));
+        (peak, String::from_utf8_lossy(&out.stdout).into_owned())
+    })
+}
+
 fn mib(b: u64) -> f64 {
     b as f64 / (1024.0 * 1024.0)
 }
@@ -128,33 +177,29 @@ fn five_hundred_connections_through_one_tunnel_pair() {
         "{idle_out}"
     );
 
-    // Active: the same 500 each in a loop of primary-key SELECTs for ACTIVE_SECS seconds.
-    let active = std::thread::scope(|s| {
-        let run = s.spawn(|| {
-            let mut cmd = client(&cluster, "pgbench", Via::Tunnel(&tunnel));
-            cmd.args([
-                "-n",
-                "-S",
-                "-c",
-                "500",
-                "-j",
-                "2",
-                "-T",
-                &ACTIVE_SECS.to_string(),
-            ]);
-            pgtest::run::run_as_current_user(&mut cmd, None, Duration::from_secs(300))
-        });
-        wait_open(&tunnel, CLIENTS, "active phase");
-        let peak = peak_rss(pids, (ACTIVE_SECS as u32).saturating_sub(6));
-        let out = run.join().expect("pgbench thread");
-        let out = out.unwrap_or_else(|e| panic!("active pgbench: {e}\n{}", tunnel.logs()));
-        (peak, String::from_utf8_lossy(&out.stdout).into_owned())
-    });
-    let ((active_client, active_server), active_out) = active;
+    // Active: the same 500 each in a loop of primary-key SELECTs for ACTIVE_SECS seconds. Messages
+    // this small mostly travel verbatim, so a second active phase follows in which every
+    // connection compresses in both directions.
+    let ((active_client, active_server), active_out) =
+        active_phase(&cluster, &tunnel, pids, &["-S"]);
+    let bulk_script = tempfile::NamedTempFile::new().expect("script file");
+    std::fs::write(bulk_script.path(), bulk_script_text()).expect("write script");
+    let bulk_args = ["-f".to_owned(), bulk_script.path().display().to_string()];
+    let bulk_args: Vec<&str> = bulk_args.iter().map(String::as_str).collect();
+    let ((bulk_client, bulk_server), bulk_out) = active_phase(&cluster, &tunnel, pids, &bulk_args);
+    assert!(
+        bulk_out.contains("number of failed transactions: 0"),
+        "{bulk_out}"
+    );
     let tps = active_out
         .lines()
         .find(|l| l.starts_with("tps = "))
         .unwrap_or_else(|| panic!("no tps line: {active_out}"))
+        .to_owned();
+    let bulk_tps = bulk_out
+        .lines()
+        .find(|l| l.starts_with("tps = "))
+        .unwrap_or_else(|| panic!("no tps line: {bulk_out}"))
         .to_owned();
     assert!(
         active_out.contains("number of failed transactions: 0"),
@@ -172,9 +217,10 @@ fn five_hundred_connections_through_one_tunnel_pair() {
         assert_eq!(s.refused_connections, 0, "{s:?}");
         // pgbench also opens one connection of its own per run, before its clients.
         assert!(s.connections_total >= 2 * CLIENTS, "{s:?}");
+        // The compressing phase sent CLIENTS * (its transactions) chunks each way at least.
         assert!(
-            s.frontend_to_backend.chunks > 0,
-            "nothing was compressed: {s:?}"
+            s.frontend_to_backend.chunks >= CLIENTS && s.backend_to_frontend.chunks >= CLIENTS,
+            "not every connection compressed both ways: {s:?}"
         );
     }
     for line in done.client_log.lines().chain(done.server_log.lines()) {
@@ -183,14 +229,18 @@ fn five_hundred_connections_through_one_tunnel_pair() {
 
     let mut table = format!(
         "resident memory (VmRSS), zstd:1, {CLIENTS} connections; pgbench -S: {tps}\n\
-         half    before     500 idle   500 active  per idle conn  per active conn\n"
+         active: each connection loops over a short query (pgbench -S), then over one that\n\
+         compresses both ways (an {BULK_QUERY_KIB} KiB Query, a {BULK_ROW_KIB} KiB DataRow): {bulk_tps}\n\
+         half                    before     500 idle   500 active  per idle conn  per active conn\n"
     );
     for (name, b, i, a) in [
         ("client", before.0, idle_client, active_client),
         ("server", before.1, idle_server, active_server),
+        ("client, compressing", before.0, idle_client, bulk_client),
+        ("server, compressing", before.1, idle_server, bulk_server),
     ] {
         table.push_str(&format!(
-            "{name}  {:>7.1} MiB {:>7.1} MiB {:>8.1} MiB {:>9.1} KiB {:>12.1} KiB\n",
+            "{name:<20}  {:>7.1} MiB {:>7.1} MiB {:>8.1} MiB {:>9.1} KiB {:>12.1} KiB\n",
             mib(b),
             mib(i),
             mib(a),
@@ -200,8 +250,8 @@ fn five_hundred_connections_through_one_tunnel_pair() {
     }
     eprintln!("{table}");
     for (name, b, a) in [
-        ("client", before.0, active_client),
-        ("server", before.1, active_server),
+        ("client", before.0, active_client.max(bulk_client)),
+        ("server", before.1, active_server.max(bulk_server)),
     ] {
         let per = a.saturating_sub(b) / CLIENTS;
         assert!(
