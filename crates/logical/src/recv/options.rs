@@ -51,7 +51,7 @@ pub struct RecvOptions {
     pub stop_at_lsn: Option<Lsn>,
     /// Stop after this long without data from the server.
     pub idle_exit: Option<Duration>,
-    /// How often [`Recv::run`] reports [`Progress`]; `None` never.
+    /// How often [`super::Recv::run`] reports [`super::Progress`]; `None` never.
     pub progress_interval: Option<Duration>,
 }
 
