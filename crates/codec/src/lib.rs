@@ -23,4 +23,4 @@ pub use method::Method;
 pub use page::{PageLayout, StoredImage};
 pub use pglz::PglzError;
 pub use spec::{parse_spec_list, Spec, SpecError};
-pub use stream::{Decoder, Encoder};
+pub use stream::{Decoder, Encoder, Framing};

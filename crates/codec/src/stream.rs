@@ -24,9 +24,58 @@ pub struct Encoder<W: Write> {
     method: Method,
 }
 
+/// How a stream encoder frames its output beyond method and level. [`Framing::default`] is
+/// what [`Encoder::new`] writes: the format's usual checksums and, for LZ4, blocks that refer
+/// back to earlier blocks.
+///
+/// Only LZ4 frames have these choices; the other formats ignore them (a zstd stream from
+/// [`Encoder`] never carries a checksum).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Framing {
+    /// The LZ4 frame's content checksum and per-block checksums (xxHash32). Worth turning off
+    /// only when the caller checks the data itself: they cost about as much time as LZ4
+    /// compression of very redundant data.
+    pub checksums: bool,
+    /// LZ4 blocks may match into the previous 64 KiB (linked blocks). Independent blocks
+    /// compress faster (no dictionary to carry from block to block) and lose little once
+    /// each flush holds tens of kilobytes.
+    pub linked_blocks: bool,
+}
+
+impl Default for Framing {
+    fn default() -> Self {
+        Framing {
+            checksums: true,
+            linked_blocks: true,
+        }
+    }
+}
+
+impl Framing {
+    /// Sets [`Framing::checksums`].
+    #[must_use]
+    pub fn checksums(mut self, on: bool) -> Self {
+        self.checksums = on;
+        self
+    }
+
+    /// Sets [`Framing::linked_blocks`].
+    #[must_use]
+    pub fn linked_blocks(mut self, on: bool) -> Self {
+        self.linked_blocks = on;
+        self
+    }
+}
+
 impl<W: Write> Encoder<W> {
     /// Starts a stream; pglz is [`CodecError::Unsupported`].
     pub fn new(spec: &Spec, writer: W) -> Result<Self, CodecError> {
+        Self::with_framing(spec, writer, Framing::default())
+    }
+
+    /// Starts a stream framed as `framing` says; pglz is [`CodecError::Unsupported`].
+    pub fn with_framing(spec: &Spec, writer: W, framing: Framing) -> Result<Self, CodecError> {
         validate(spec)?;
         let method = spec.method;
         let e = |source| CodecError::Library { method, source };
@@ -55,9 +104,28 @@ impl<W: Write> Encoder<W> {
                 // LZ4F level 0 is the fast compressor; HC from level 2 up (lz4frame.h).
                 let l = level.unwrap_or(1);
                 let l = if l <= 1 { 0 } else { l as u32 };
+                let (content, block) = if framing.checksums {
+                    (
+                        lz4::ContentChecksum::ChecksumEnabled,
+                        lz4::liblz4::BlockChecksum::BlockChecksumEnabled,
+                    )
+                } else {
+                    (
+                        lz4::ContentChecksum::NoChecksum,
+                        lz4::liblz4::BlockChecksum::NoBlockChecksum,
+                    )
+                };
+                let mode = if framing.linked_blocks {
+                    lz4::BlockMode::Linked
+                } else {
+                    lz4::BlockMode::Independent
+                };
                 Enc::Lz4(
                     lz4::EncoderBuilder::new()
                         .level(l)
+                        .checksum(content)
+                        .block_checksum(block)
+                        .block_mode(mode)
                         .build(writer)
                         .map_err(e)?,
                 )

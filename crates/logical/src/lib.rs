@@ -29,6 +29,7 @@ mod lsn;
 pub mod message;
 pub mod output;
 mod reader;
+pub mod recv;
 pub mod schema;
 pub mod spill;
 pub mod stream;

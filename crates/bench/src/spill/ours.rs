@@ -43,6 +43,9 @@ pub struct OursResult {
     pub output_bytes: u64,
     /// Wall seconds from the first payload pushed to the last change replayed, decoded and written.
     pub decode_s: f64,
+    /// CPU seconds (user and system) the decoding thread spent over the same span, when the system says
+    /// (`/proc/thread-self/schedstat`): unlike `decode_s`, unmoved by other processes on a busy machine.
+    pub decode_cpu_s: Option<f64>,
     /// The consumer's peak resident memory during this replay (`VmHWM` after resetting it), when the
     /// system lets us reset and read it.
     pub peak_rss_bytes: Option<u64>,
@@ -65,6 +68,7 @@ pub fn assemble(
     std::fs::create_dir_all(spill_dir).io(|| format!("creating {}", spill_dir.display()))?;
     let file = std::fs::File::open(capture).io(|| format!("opening {}", capture.display()))?;
     let rss_reset = reset_peak_rss();
+    let cpu_began = thread_cpu_s();
     let began = Instant::now();
     let mut reader = CopyReader::new(BufReader::with_capacity(1 << 20, file))
         .io(|| format!("reading {}", capture.display()))?;
@@ -100,6 +104,7 @@ pub fn assemble(
         inserts: 0,
         output_bytes: 0,
         decode_s: 0.0,
+        decode_cpu_s: None,
         peak_rss_bytes: None,
     };
     while reader
@@ -137,6 +142,7 @@ pub fn assemble(
         .and_then(|()| out.flush())
         .io(|| format!("writing {}", output.display()))?;
     r.decode_s = began.elapsed().as_secs_f64();
+    r.decode_cpu_s = cpu_began.zip(thread_cpu_s()).map(|(a, b)| b - a);
     let stats = assembler.stats();
     if stats.open_txns != 0 {
         return Err(Error::Internal(
@@ -151,6 +157,14 @@ pub fn assemble(
         r.peak_rss_bytes = peak_rss();
     }
     Ok(r)
+}
+
+/// CPU seconds the calling thread has run, user and system (the first field of
+/// `/proc/thread-self/schedstat`, in nanoseconds; Linux 3.17+ with scheduler statistics).
+pub fn thread_cpu_s() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: u64 = s.split_whitespace().next()?.parse().ok()?;
+    Some(ns as f64 / 1e9)
 }
 
 /// Resets this process's `VmHWM` to its current resident size (`echo 5 > /proc/self/clear_refs`, Linux
@@ -176,6 +190,23 @@ pub fn peak_rss() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn thread_cpu_time_counts_work_not_sleep() {
+        let Some(a) = thread_cpu_s() else {
+            return; // no scheduler statistics on this system
+        };
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let b = thread_cpu_s().expect("read once, readable again");
+        let mut x = 0u64;
+        let spin = Instant::now();
+        while spin.elapsed().as_millis() < 200 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        let c = thread_cpu_s().expect("readable");
+        assert!(b - a < 0.1, "asleep for 0.2 s, {} s of CPU", b - a);
+        assert!(c - b > 0.02, "spun for 0.2 s, {} s of CPU", c - b);
+    }
 
     #[test]
     fn peak_rss_follows_what_is_touched() {

@@ -111,7 +111,7 @@ impl Report {
             );
             let _ = writeln!(
                 s,
-                "  {:<24} {:>11} {:>11} {:>7} {:>11} {:>9} {:>9} {:>8} {:>10} {:>9}",
+                "  {:<24} {:>11} {:>11} {:>7} {:>11} {:>9} {:>9} {:>8} {:>8} {:>10} {:>9}",
                 "ours, streaming on",
                 "raw",
                 "on disk",
@@ -119,6 +119,7 @@ impl Report {
                 "peak disk",
                 "vs server",
                 "decode s",
+                "cpu s",
                 "vs none",
                 "peak RSS",
                 "replayed",
@@ -128,7 +129,7 @@ impl Report {
                 let x = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}x"));
                 let _ = writeln!(
                     s,
-                    "  {:<24} {:>11} {:>11} {:>6.3}x {:>11} {:>9} {:>9.2} {:>8} {:>10} {:>9}",
+                    "  {:<24} {:>11} {:>11} {:>6.3}x {:>11} {:>9} {:>9.2} {:>8} {:>8} {:>10} {:>9}",
                     r.spec,
                     bytes(r.raw_bytes),
                     bytes(r.disk_bytes),
@@ -136,6 +137,7 @@ impl Report {
                     bytes(r.peak_disk_bytes),
                     x(o.vs_server_spill),
                     r.decode_s,
+                    r.decode_cpu_s.map_or("-".into(), |c| format!("{c:.2}")),
                     x(o.time_vs_none),
                     r.peak_rss_bytes.map_or("-".into(), bytes),
                     if o.matched {
@@ -149,7 +151,8 @@ impl Report {
         let _ = writeln!(
             s,
             "\nratio: our bytes on disk / raw change bytes (below 1 is smaller). vs server: our bytes on disk / the \
-             server's spill_bytes for the same workload. decode s: {}; vs none: that time over the time with none. \
+             server's spill_bytes for the same workload. decode s: {}; cpu s: the CPU time of that, user and system, \
+             which other load on the machine does not stretch; vs none: decode s over that of the first none. \
              replayed: inserts seen in the replay, ok when they equal the rows in the table.",
             self.decode_measures
         );

@@ -184,3 +184,41 @@ fn an_xz_or_lzma_stream_gets_no_dictionary_beyond_its_cap_and_128_mib() {
         .expect("level 9 decodes");
     assert_eq!(back, input);
 }
+
+#[test]
+fn lz4_framing_is_what_was_asked_and_every_kind_decodes() {
+    let input = data();
+    let spec = Spec::new(Method::Lz4);
+    let mut sizes = Vec::new();
+    for (checksums, linked) in [(true, true), (false, true), (true, false), (false, false)] {
+        let framing = Framing::default()
+            .checksums(checksums)
+            .linked_blocks(linked);
+        let mut enc = Encoder::with_framing(&spec, Vec::new(), framing).expect("encoder");
+        // Flushed in the middle, as a spill file flushes at each record.
+        for part in input.chunks(7000) {
+            enc.write_all(part).expect("write");
+            enc.flush().expect("flush");
+        }
+        let out = enc.finish().expect("finish");
+        // LZ4 frame descriptor FLG (lz4_Frame_format.md): bit 5 block independence,
+        // bit 4 block checksum, bit 2 content checksum.
+        let flg = out[4];
+        assert_eq!(flg & 0x20 != 0, !linked, "{framing:?}");
+        assert_eq!(flg & 0x10 != 0, checksums, "{framing:?}");
+        assert_eq!(flg & 0x04 != 0, checksums, "{framing:?}");
+        let mut back = Vec::new();
+        Decoder::new(Method::Lz4, io::Cursor::new(out.clone()), input.len())
+            .expect("decoder")
+            .read_to_end(&mut back)
+            .expect("read");
+        assert_eq!(back, input, "{framing:?}");
+        sizes.push(out.len());
+    }
+    assert_eq!(
+        Framing::default(),
+        Framing::default().checksums(true).linked_blocks(true)
+    );
+    // Without checksums: 4 bytes less per block and 4 at the end.
+    assert!(sizes[1] < sizes[0] && sizes[3] < sizes[2], "{sizes:?}");
+}

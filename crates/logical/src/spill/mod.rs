@@ -40,9 +40,12 @@
 //!
 //! # Strategies
 //!
-//! - **stream** (lz4, zstd): the record is what a streaming encoder (an LZ4 frame with linked
-//!   blocks, a zstd frame) emitted for its raw bytes up to a flush; the encoder keeps its
-//!   history, so the next record's matches reach back into earlier changes. Strategy 2 opens a
+//! - **stream** (lz4, zstd): the record is what a streaming encoder (an LZ4 frame, a zstd
+//!   frame) emitted for its raw bytes up to a flush. The zstd encoder keeps its history, so the
+//!   next record's matches reach back into earlier changes; the LZ4 frame is written with
+//!   independent blocks and without its own checksums (see `writer.rs`: a record is one LZ4
+//!   block's worth of changes and has its CRC-32C), but a reader takes any LZ4 frame, linked
+//!   and checksummed ones included. Strategy 2 opens a
 //!   new, independent frame: the writer starts one at the file's first stream record, at each
 //!   subtransaction boundary (so that truncating the file there, for a subtransaction abort,
 //!   leaves a valid file), after a raw fallback, and every [`FRAME_MAX_RAW`] raw bytes (which

@@ -15,6 +15,18 @@ use super::{
 use crate::assemble::stats::Counters;
 use crate::AssembleError;
 
+/// How stream frames are written. Every record carries its own CRC-32C, so the LZ4 frame's
+/// xxHash32 checksums (content and block) would only check the same bytes again, at about the
+/// cost of the compression itself on the seed rows. And a record holds about
+/// [`super::RECORD_TARGET`] of changes, one LZ4 block, so linked blocks gain next to nothing
+/// (0.203x against 0.201x on the seed rows) while they make LZ4 carry a dictionary from block
+/// to block: a 64 KiB copy per block and slower matching, 60% more compression time.
+fn framing() -> codec::Framing {
+    codec::Framing::default()
+        .checksums(false)
+        .linked_blocks(false)
+}
+
 /// A spill file's path and size; removes the file and takes it off the counters when dropped.
 #[derive(Debug)]
 pub(crate) struct FileGuard {
@@ -205,7 +217,8 @@ impl SpillWriter {
         };
         if fresh {
             let sink = Sink::default();
-            let enc = codec::Encoder::new(&self.spec, sink.clone()).map_err(self.compress_err())?;
+            let enc = codec::Encoder::with_framing(&self.spec, sink.clone(), framing())
+                .map_err(self.compress_err())?;
             self.frame = Some(Frame { enc, sink, raw: 0 });
         }
         let mut stored = std::mem::take(&mut self.stored);

@@ -1,0 +1,226 @@
+//! The change-data-capture consumer behind `pgcompress logical recv`, without argument parsing
+//! or rendering: a replication connection ([`crate::conn`]), the transaction assembler and its
+//! spill store ([`crate::Assembler`]) and the durable JSON-lines output ([`crate::output`])
+//! joined in one loop.
+//!
+//! The flush LSN sent to the server is the end LSN of the last transaction whose output is
+//! fsynced (or skipped as already written); when no transaction is open and nothing is waiting
+//! for an fsync, the server's keepalive position may be confirmed too, as PostgreSQL's apply
+//! worker does: a transaction that commits later is decoded again from the slot's restart LSN.
+//!
+//! ```no_run
+//! use std::sync::atomic::AtomicBool;
+//! use logical::conn::{ConnConfig, Env};
+//! use logical::recv::{Output, Recv, RecvOptions};
+//! let config = ConnConfig::parse("dbname=shop", &Env::from_process()).unwrap();
+//! let mut options = RecvOptions::new("cdc", vec!["shop_pub".into()], Output::File("out.jsonl".into()));
+//! options.idle_exit = Some(std::time::Duration::from_secs(5));
+//! let mut recv = Recv::start(&config, options).unwrap();
+//! let reason = recv.run(&AtomicBool::new(false), &mut |_| {}).unwrap();
+//! let summary = recv.finish(reason).unwrap();
+//! println!("{} transactions", summary.transactions);
+//! ```
+
+mod error;
+mod open;
+mod options;
+mod outcome;
+mod run;
+
+pub use error::RecvError;
+pub use options::{Output, RecvOptions};
+pub use outcome::{Progress, StopReason, Summary};
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use crate::conn::{proto_version_for, ConnConfig, Connection, StartOptions};
+use crate::output::{JsonLines, Sink};
+use crate::{Assembler, AssemblerConfig, Decoder, Lsn, Options, Streaming};
+use open::OpenTxns;
+
+/// SQLSTATE duplicate_object: the slot exists.
+const DUPLICATE_OBJECT: &str = "42710";
+
+/// A running consumer: started by [`Recv::start`], driven by [`Recv::run`], ended by
+/// [`Recv::finish`].
+pub struct Recv {
+    opts: RecvOptions,
+    conn: Connection,
+    sink: Sink,
+    asm: Assembler,
+    json: JsonLines,
+    decoder: Decoder,
+    options: Options,
+    open: OpenTxns,
+    /// Highest position the server has sent (XLogData start or keepalive end).
+    received: Lsn,
+    keepalive_end: Lsn,
+    /// End LSN of the last transaction skipped as already written.
+    skipped_end: Lsn,
+    reported: Lsn,
+    txns: u64,
+    skipped: u64,
+    changes: u64,
+    spill_dir: PathBuf,
+    last_data: Instant,
+    last_status: Instant,
+    last_sync: Instant,
+    last_progress: Instant,
+    started: Instant,
+}
+
+impl std::fmt::Debug for Recv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recv")
+            .field("slot", &self.opts.slot)
+            .field("received", &self.received)
+            .field("reported", &self.reported)
+            .field("txns", &self.txns)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Recv {
+    /// Connects, creates the slot if asked, starts replication with the highest protocol
+    /// version the server speaks (`streaming` from version 2, `messages` on), and only then
+    /// opens the output (cutting a torn tail) and the spill store (removing leftover spill
+    /// files): a slot streams to one session at a time, so a second run started on the same
+    /// slot by mistake fails before it could touch the first one's files.
+    pub fn start(config: &ConnConfig, opts: RecvOptions) -> Result<Recv, RecvError> {
+        let mut conn =
+            Connection::connect(config).map_err(RecvError::conn("connecting for replication"))?;
+        let proto = proto_version_for(conn.server_major().unwrap_or(15));
+        let streaming = proto >= 2;
+        conn.identify_system()
+            .map_err(RecvError::conn("IDENTIFY_SYSTEM"))?;
+        if opts.create_slot {
+            match conn.create_slot(&opts.slot) {
+                Ok(_) => {}
+                Err(e) if opts.if_not_exists && e.sqlstate() == Some(DUPLICATE_OBJECT) => {}
+                Err(e) => {
+                    return Err(RecvError::conn(format!("creating slot {}", opts.slot))(e));
+                }
+            }
+        }
+        let options = Options {
+            proto_version: proto,
+            streaming: if streaming {
+                Streaming::On
+            } else {
+                Streaming::Off
+            },
+        };
+        conn.start_replication(&StartOptions {
+            slot: opts.slot.clone(),
+            start: opts.start.unwrap_or(Lsn::INVALID),
+            proto_version: proto,
+            publications: opts.publications.clone(),
+            streaming,
+            messages: true,
+        })
+        .map_err(RecvError::conn(format!(
+            "START_REPLICATION on slot {}",
+            opts.slot
+        )))?;
+        let sink = match &opts.output {
+            Output::Stdout => Sink::stdout(),
+            Output::File(p) => Sink::open(p).map_err(RecvError::output("opening the output"))?,
+        };
+        let spill_dir = opts
+            .spill_dir
+            .clone()
+            .unwrap_or_else(|| opts.default_spill_dir());
+        std::fs::create_dir_all(&spill_dir).map_err(|source| RecvError::SpillDir {
+            path: spill_dir.clone(),
+            source,
+        })?;
+        let asm = Assembler::new(
+            AssemblerConfig {
+                work_mem: opts.work_mem,
+                spill_dir: spill_dir.clone(),
+                spec: opts.spill_compression,
+            },
+            options,
+        )
+        .map_err(RecvError::assemble(format!(
+            "opening the spill store in {}",
+            spill_dir.display()
+        )))?;
+        let decoder = Decoder::new(options).map_err(RecvError::decode("pgoutput options"))?;
+        let now = Instant::now();
+        Ok(Recv {
+            json: JsonLines::new(opts.begin_commit),
+            decoder,
+            opts,
+            conn,
+            sink,
+            asm,
+            options,
+            open: OpenTxns::default(),
+            received: Lsn::INVALID,
+            keepalive_end: Lsn::INVALID,
+            skipped_end: Lsn::INVALID,
+            reported: Lsn::INVALID,
+            txns: 0,
+            skipped: 0,
+            changes: 0,
+            spill_dir,
+            last_data: now,
+            last_status: now,
+            last_sync: now,
+            last_progress: now,
+            started: now,
+        })
+    }
+
+    /// Bytes of a torn tail that opening the output cut (left by an interrupted run).
+    pub fn recovered_tail(&self) -> u64 {
+        self.sink.recovered_tail()
+    }
+
+    /// The spill directory in use.
+    pub fn spill_dir(&self) -> &std::path::Path {
+        &self.spill_dir
+    }
+
+    /// Where the consumer stands now.
+    pub fn progress(&self) -> Progress {
+        let s = self.asm.stats();
+        Progress {
+            confirmed: self.reported,
+            received: self.received,
+            transactions: self.txns,
+            spill_raw_bytes: s.raw_bytes,
+            spill_disk_bytes: s.disk_written_bytes,
+        }
+    }
+
+    /// Makes the output durable, sends a last status update, closes the connection and says
+    /// what the run did.
+    pub fn finish(mut self, reason: StopReason) -> Result<Summary, RecvError> {
+        self.sink
+            .sync()
+            .map_err(RecvError::output("making the output durable"))?;
+        // The output is durable; a server gone by now only misses the last confirmation.
+        let _ = self.send_status(false);
+        let s = self.asm.stats();
+        let durable = self.sink.durable();
+        let summary = Summary {
+            reason,
+            transactions: self.txns,
+            skipped_transactions: self.skipped,
+            changes: self.changes,
+            output_bytes: durable.offset,
+            last_commit_lsn: durable.lsn,
+            flushed_lsn: self.reported,
+            received_bytes: s.received_bytes,
+            spilled_transactions: s.spilled_txns,
+            spill_raw_bytes: s.raw_bytes,
+            spill_disk_bytes: s.disk_written_bytes,
+            seconds: self.started.elapsed().as_secs_f64(),
+        };
+        self.conn.close();
+        Ok(summary)
+    }
+}

@@ -1,0 +1,93 @@
+//! What a consumer is told: the slot, where the output goes, spill store and timers.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use codec::{Method, Spec};
+
+use crate::Lsn;
+
+/// Where committed transactions are written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// Standard output, flushed per transaction; nothing is kept across runs.
+    Stdout,
+    /// A file, appended and made durable, its state file beside it (exactly once across
+    /// crashes, see [`crate::output::Sink`]).
+    File(PathBuf),
+}
+
+/// What a consumer reads and how; [`RecvOptions::new`] gives the defaults of
+/// `pgcompress logical recv`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RecvOptions {
+    /// The logical replication slot (pgoutput).
+    pub slot: String,
+    /// Publications to receive.
+    pub publications: Vec<String>,
+    /// Create the slot first.
+    pub create_slot: bool,
+    /// With `create_slot`: an existing slot of that name is fine.
+    pub if_not_exists: bool,
+    /// Start position (the server starts at the later of this and the slot's confirmed LSN).
+    pub start: Option<Lsn>,
+    /// Where the output goes.
+    pub output: Output,
+    /// Directory of spill files; `None` for [`RecvOptions::default_spill_dir`].
+    pub spill_dir: Option<PathBuf>,
+    /// Compression of spill files.
+    pub spill_compression: Spec,
+    /// Bytes open transactions may hold in memory together before they spill.
+    pub work_mem: usize,
+    /// Time between fsyncs; zero fsyncs after every transaction.
+    pub fsync_interval: Duration,
+    /// Time between status updates to the server (at least 100 ms), besides the ones it asks
+    /// for and the one after each fsync.
+    pub status_interval: Duration,
+    /// Also write a `B` line before and a `C` line after each transaction.
+    pub begin_commit: bool,
+    /// Stop once the server has sent WAL up to this LSN and no transaction is open.
+    pub stop_at_lsn: Option<Lsn>,
+    /// Stop after this long without data from the server.
+    pub idle_exit: Option<Duration>,
+    /// How often [`super::Recv::run`] reports [`super::Progress`]; `None` never.
+    pub progress_interval: Option<Duration>,
+}
+
+impl RecvOptions {
+    /// Slot `slot`, `publications`, into `output`: lz4 spill files, 64 MiB of memory, an fsync
+    /// per transaction, a status update every 10 s, no B/C lines, no stop condition.
+    pub fn new(slot: impl Into<String>, publications: Vec<String>, output: Output) -> Self {
+        RecvOptions {
+            slot: slot.into(),
+            publications,
+            create_slot: false,
+            if_not_exists: false,
+            start: None,
+            output,
+            spill_dir: None,
+            spill_compression: Spec::new(Method::Lz4),
+            work_mem: crate::assemble::DEFAULT_WORK_MEM,
+            fsync_interval: Duration::ZERO,
+            status_interval: Duration::from_secs(10),
+            begin_commit: false,
+            stop_at_lsn: None,
+            idle_exit: None,
+            progress_interval: None,
+        }
+    }
+
+    /// The spill directory used when `spill_dir` is `None`: `FILE.spill` beside the output
+    /// file, or `pgcompress-spill-<slot>` in the system temporary directory for standard output.
+    pub fn default_spill_dir(&self) -> PathBuf {
+        match &self.output {
+            Output::Stdout => std::env::temp_dir().join(format!("pgcompress-spill-{}", self.slot)),
+            Output::File(p) => {
+                let mut s = p.clone().into_os_string();
+                s.push(".spill");
+                PathBuf::from(s)
+            }
+        }
+    }
+}
