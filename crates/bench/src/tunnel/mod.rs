@@ -3,5 +3,7 @@
 //! say once they have stopped.
 
 mod pair;
+pub mod tools;
+pub mod tpch;
 
-pub use pair::{HalfStats, Pair, PairOptions, Traffic};
+pub use pair::{HalfStats, Pair, PairOptions, Placement, Traffic};
