@@ -5,5 +5,6 @@
 mod pair;
 pub mod tools;
 pub mod tpch;
+pub mod workload;
 
 pub use pair::{HalfStats, Pair, PairOptions, Placement, Traffic};
