@@ -21,6 +21,11 @@ command -v cc >/dev/null 2>&1 || missing+=(build-essential)
 # Python with venv for moto_server, the S3-compatible server of the archive tests.
 PYTHON=/usr/bin/python3
 "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3 python3-venv)
+# The peers `bench tunnel` measures the tunnel against: a plain TCP relay pair (socat) and an `ssh -C` port
+# forward through an sshd the bench starts with its own config, keys and port.
+command -v socat >/dev/null 2>&1 || missing+=(socat)
+command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
+[ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 
 if ((${#missing[@]})); then
     echo "setup: installing ${missing[*]}" >&2
@@ -29,6 +34,13 @@ if ((${#missing[@]})); then
         exit 1
     fi
     export DEBIAN_FRONTEND=noninteractive
+    # openssh-server's postinst would start the system's sshd on port 22; the bench needs only the binary.
+    # A policy-rc.d answering 101 ("action forbidden") keeps every service down while installing.
+    if [[ " ${missing[*]} " == *" openssh-server "* && ! -e /usr/sbin/policy-rc.d ]]; then
+        printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+        chmod 755 /usr/sbin/policy-rc.d
+        trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+    fi
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi

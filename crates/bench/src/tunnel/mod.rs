@@ -3,6 +3,8 @@
 //! say once they have stopped.
 
 mod pair;
+pub mod relay;
+pub mod report;
 pub mod tools;
 pub mod tpch;
 pub mod workload;

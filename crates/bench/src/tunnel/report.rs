@@ -1,0 +1,598 @@
+//! What `bench tunnel` measured: every configuration (direct, socat, the tunnel's methods, `ssh -C`) running
+//! every workload at every link rate, with the bytes the kernel counted on the link; and the comparisons a
+//! reader wants (how many times fewer bytes, how many times faster, against direct and against `ssh -C`).
+
+mod html;
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+/// The configuration every other one is measured against first: the client talks to PostgreSQL itself.
+pub const DIRECT: &str = "direct";
+/// The peer DBAs use today: an OpenSSH port forward with compression on.
+pub const SSH_C: &str = "ssh -C";
+/// The plain TCP relay pair: what any two-hop proxy costs at least, so interactive TPS is compared with it.
+pub const SOCAT: &str = "socat";
+
+/// One `bench tunnel` run: the machine, the command, and every measurement (the JSON output is this
+/// serialized).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TunnelReport {
+    /// Cores, RAM, kernel and CPU model, on one line.
+    pub machine: String,
+    /// The TPC-H scale factor of the data loaded and read.
+    pub scale: f64,
+    /// The command line that produced the report.
+    pub command: String,
+    /// What a reader should know besides the numbers: host load, configurations skipped and why, the ssh
+    /// cipher.
+    pub notes: Vec<String>,
+    /// The measurements, in the order they were taken.
+    pub runs: Vec<Measurement>,
+}
+
+/// One configuration running one workload at one link rate.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Measurement {
+    /// The link's token-bucket rate in Mbit/s; `None` when the link was not shaped.
+    pub rate_mbit: Option<u64>,
+    /// `direct`, `socat`, `tunnel none`, `tunnel lz4`, `tunnel zstd:1`, `tunnel zstd:3`, `tunnel auto` or
+    /// `ssh -C`.
+    pub config: String,
+    /// `load`, `dump`, `restore`, `copy-out`, `select`, `pgbench-S`, `tpcb` or `basebackup`.
+    pub workload: String,
+    /// Wall time of the workload, in seconds.
+    pub wall_s: f64,
+    /// Bytes the veth interface counted from the client namespace to the server namespace.
+    pub bytes_c2s: u64,
+    /// Bytes the veth interface counted from the server namespace to the client namespace.
+    pub bytes_s2c: u64,
+    /// Transactions per second (pgbench workloads only).
+    pub tps: Option<f64>,
+    /// Average latency in milliseconds (pgbench workloads only).
+    pub latency_ms: Option<f64>,
+    /// CPU seconds (user + system) per process that could be measured: `tunnel client`, `tunnel server`,
+    /// `ssh`, `sshd`, `socat client`, `socat server`, ...
+    pub cpu_s: BTreeMap<String, f64>,
+    /// How the result was verified ("sha256 equal", "row counts equal").
+    pub check: String,
+}
+
+impl Measurement {
+    /// Bytes on the link in both directions.
+    pub fn bytes_total(&self) -> u64 {
+        self.bytes_c2s.saturating_add(self.bytes_s2c)
+    }
+}
+
+impl TunnelReport {
+    /// The first measurement of `config` running `workload` at `rate`.
+    pub fn find(&self, rate: Option<u64>, workload: &str, config: &str) -> Option<&Measurement> {
+        self.runs
+            .iter()
+            .find(|m| m.rate_mbit == rate && m.workload == workload && m.config == config)
+    }
+
+    /// How `config` compares with `against` on `workload` at `rate`: (how many times fewer bytes it put on
+    /// the link in total, how many times less wall time it took). Above 1 means `config` did better: 3.0
+    /// bytes is a third of `against`'s bytes, 2.5 wall is 2.5x faster.
+    ///
+    /// `None` when either was not measured (a configuration skipped, a run that failed), or when `config`
+    /// measured zero bytes or zero time, which no ratio describes.
+    pub fn ratio(
+        &self,
+        rate: Option<u64>,
+        workload: &str,
+        config: &str,
+        against: &str,
+    ) -> Option<(f64, f64)> {
+        let m = self.find(rate, workload, config)?;
+        let a = self.find(rate, workload, against)?;
+        let bytes = m.bytes_total();
+        if bytes == 0 || m.wall_s <= 0.0 || !m.wall_s.is_finite() || !a.wall_s.is_finite() {
+            return None;
+        }
+        Some((a.bytes_total() as f64 / bytes as f64, a.wall_s / m.wall_s))
+    }
+
+    /// Writes the report as text tables: one per rate and workload, one row per configuration, with bytes
+    /// each way and in total, wall time, how many times fewer bytes and less time than direct and than
+    /// `ssh -C`, pgbench's TPS (and its ratio to socat's) and latency where measured, and CPU seconds per process; then the notes.
+    pub fn text(&self, w: &mut dyn Write) -> io::Result<()> {
+        writeln!(w, "bench tunnel: TPC-H scale {}", num(self.scale))?;
+        writeln!(w, "machine: {}", self.machine)?;
+        writeln!(w, "command: {}", self.command)?;
+        let configs = self.configs();
+        for rate in self.rates() {
+            for workload in self.workloads() {
+                let rows: Vec<&Measurement> = configs
+                    .iter()
+                    .filter_map(|c| self.find(rate, workload, c))
+                    .collect();
+                if rows.is_empty() {
+                    continue;
+                }
+                writeln!(w)?;
+                writeln!(w, "{}", heading(rate, workload))?;
+                self.table(rate, workload, &rows).write(w)?;
+            }
+        }
+        writeln!(w)?;
+        writeln!(
+            w,
+            "fewer (bytes) and faster (wall time) are how many times: the other configuration's bytes (both \
+             directions) or wall time divided by this row's; above 1 is better. Bytes are the veth \
+             interface's kernel counters."
+        )?;
+        for n in &self.notes {
+            writeln!(w, "note: {n}")?;
+        }
+        Ok(())
+    }
+
+    /// The report as one self-contained HTML page: per workload, charts of the bytes on the link and the
+    /// wall time (TPS for pgbench) of each configuration, a panel per rate; every measurement in a table;
+    /// the machine, the command and the notes. Write it with [`advise::html::write_file`].
+    pub fn html(&self) -> String {
+        html::render(self)
+    }
+
+    /// The text table of one rate and workload.
+    fn table(&self, rate: Option<u64>, workload: &str, rows: &[&Measurement]) -> Table {
+        let tps = rows
+            .iter()
+            .any(|m| m.tps.is_some() || m.latency_ms.is_some());
+        let cpu = rows.iter().any(|m| !m.cpu_s.is_empty());
+        let mut head = vec![
+            "config",
+            "c->s",
+            "s->c",
+            "total",
+            "fewer vs direct",
+            "fewer vs ssh -C",
+            "wall",
+            "faster vs direct",
+            "faster vs ssh -C",
+        ];
+        if tps {
+            head.extend(["TPS", "TPS vs socat", "latency"]);
+        }
+        if cpu {
+            head.push("CPU s");
+        }
+        let mut t = Table::new(&head);
+        for m in rows {
+            let d = self.ratio(rate, workload, &m.config, DIRECT);
+            let s = self.ratio(rate, workload, &m.config, SSH_C);
+            let mut row = vec![
+                m.config.clone(),
+                bytes(m.bytes_c2s),
+                bytes(m.bytes_s2c),
+                bytes(m.bytes_total()),
+                times(d.map(|r| r.0)),
+                times(s.map(|r| r.0)),
+                secs(m.wall_s),
+                times(d.map(|r| r.1)),
+                times(s.map(|r| r.1)),
+            ];
+            if tps {
+                row.push(m.tps.map_or("-".into(), |v| format!("{v:.0}")));
+                row.push(times(self.tps_ratio(rate, workload, &m.config, SOCAT)));
+                row.push(m.latency_ms.map_or("-".into(), |v| format!("{v:.3} ms")));
+            }
+            if cpu {
+                row.push(cpu_list(&m.cpu_s));
+            }
+            t.rows.push(row);
+        }
+        t
+    }
+
+    /// `config`'s TPS divided by `against`'s on `workload` at `rate` (above 1: more transactions);
+    /// `None` when either has no TPS or `against`'s is not positive.
+    pub fn tps_ratio(
+        &self,
+        rate: Option<u64>,
+        workload: &str,
+        config: &str,
+        against: &str,
+    ) -> Option<f64> {
+        let m = self.find(rate, workload, config)?.tps?;
+        let a = self.find(rate, workload, against)?.tps?;
+        (a > 0.0 && a.is_finite() && m.is_finite()).then(|| m / a)
+    }
+
+    /// The link rates measured, in the order first seen.
+    pub fn rates(&self) -> Vec<Option<u64>> {
+        let mut v = Vec::new();
+        for m in &self.runs {
+            if !v.contains(&m.rate_mbit) {
+                v.push(m.rate_mbit);
+            }
+        }
+        v
+    }
+
+    /// The workloads measured, in the order first seen.
+    pub fn workloads(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = Vec::new();
+        for m in &self.runs {
+            if !v.contains(&m.workload.as_str()) {
+                v.push(&m.workload);
+            }
+        }
+        v
+    }
+
+    /// The configurations measured, in the order first seen.
+    pub fn configs(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = Vec::new();
+        for m in &self.runs {
+            if !v.contains(&m.config.as_str()) {
+                v.push(&m.config);
+            }
+        }
+        v
+    }
+}
+
+/// The title of one rate and workload's table: `load, 50 Mbit/s link`.
+pub(crate) fn heading(rate: Option<u64>, workload: &str) -> String {
+    format!("{workload}, {} link", rate_label(rate))
+}
+
+/// A rate as a reader says it: `50 Mbit/s`, `1 Gbit/s`, `unshaped`.
+pub fn rate_label(rate: Option<u64>) -> String {
+    match rate {
+        None => "unshaped".into(),
+        Some(r) if r >= 1000 && r % 1000 == 0 => format!("{} Gbit/s", r / 1000),
+        Some(r) => format!("{r} Mbit/s"),
+    }
+}
+
+/// Bytes in decimal units with three significant figures (`303 MB`, `1.01 GB`), as link rates count them.
+pub(crate) fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "kB", "MB", "GB", "TB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 999.5 && u < UNITS.len() - 1 {
+        v /= 1000.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else if v >= 99.95 {
+        format!("{v:.0} {}", UNITS[u])
+    } else if v >= 9.995 {
+        format!("{v:.1} {}", UNITS[u])
+    } else {
+        format!("{v:.2} {}", UNITS[u])
+    }
+}
+
+/// A ratio as `3.33x`, or `-` when there is none.
+pub(crate) fn times(r: Option<f64>) -> String {
+    match r {
+        Some(v) if v.is_finite() && v >= 99.95 => format!("{v:.0}x"),
+        Some(v) if v.is_finite() => format!("{v:.2}x"),
+        _ => "-".into(),
+    }
+}
+
+/// Seconds with a precision that fits their size.
+pub(crate) fn secs(s: f64) -> String {
+    if s >= 99.95 {
+        format!("{s:.0} s")
+    } else if s >= 9.995 {
+        format!("{s:.1} s")
+    } else {
+        format!("{s:.2} s")
+    }
+}
+
+/// CPU seconds per process, `tunnel client 3.25, tunnel server 4.50`; `-` when none was measured.
+pub(crate) fn cpu_list(cpu: &BTreeMap<String, f64>) -> String {
+    if cpu.is_empty() {
+        return "-".into();
+    }
+    let v: Vec<String> = cpu.iter().map(|(k, s)| format!("{k} {s:.2}")).collect();
+    v.join(", ")
+}
+
+/// A number without trailing zeros (`1`, `0.1`).
+fn num(v: f64) -> String {
+    let s = format!("{v:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// A text table: the first column left-aligned, the others right-aligned, the last left-aligned when it
+/// is the CPU list (so a long list does not push the numbers apart).
+struct Table {
+    head: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn new(head: &[&str]) -> Table {
+        Table {
+            head: head.iter().map(|s| s.to_string()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    fn write(&self, w: &mut dyn Write) -> io::Result<()> {
+        let n = self.head.len();
+        let mut width: Vec<usize> = self.head.iter().map(|h| h.chars().count()).collect();
+        for r in &self.rows {
+            for (k, c) in r.iter().enumerate().take(n) {
+                width[k] = width[k].max(c.chars().count());
+            }
+        }
+        let left = |k: usize| k == 0 || (k == n - 1 && self.head[k] == "CPU s");
+        for r in std::iter::once(&self.head).chain(&self.rows) {
+            let mut line = String::new();
+            for (k, c) in r.iter().enumerate().take(n) {
+                if k > 0 {
+                    line.push_str("  ");
+                }
+                let pad = width[k] - c.chars().count();
+                if left(k) {
+                    line.push_str(c);
+                    line.extend(std::iter::repeat_n(' ', pad));
+                } else {
+                    line.extend(std::iter::repeat_n(' ', pad));
+                    line.push_str(c);
+                }
+            }
+            writeln!(w, "  {}", line.trim_end())?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// One measurement with the numbers that matter to the comparisons.
+    pub(crate) fn m(
+        rate: Option<u64>,
+        config: &str,
+        workload: &str,
+        wall_s: f64,
+        c2s: u64,
+        s2c: u64,
+    ) -> Measurement {
+        Measurement {
+            rate_mbit: rate,
+            config: config.into(),
+            workload: workload.into(),
+            wall_s,
+            bytes_c2s: c2s,
+            bytes_s2c: s2c,
+            tps: None,
+            latency_ms: None,
+            cpu_s: BTreeMap::new(),
+            check: "row counts equal".into(),
+        }
+    }
+
+    /// A small run: two rates, the load at both, pgbench unshaped only, no `ssh -C` at 50 Mbit/s.
+    pub(crate) fn sample() -> TunnelReport {
+        let mut pgb = m(None, "tunnel auto", "pgbench-S", 30.0, 4_000_000, 9_000_000);
+        pgb.tps = Some(12_345.6);
+        pgb.latency_ms = Some(0.648);
+        pgb.cpu_s.insert("tunnel client".into(), 3.25);
+        pgb.cpu_s.insert("tunnel server".into(), 4.5);
+        let mut pgb_socat = m(None, "socat", "pgbench-S", 30.0, 4_100_000, 9_200_000);
+        pgb_socat.tps = Some(12_000.0);
+        TunnelReport {
+            machine: "2 cores, 4 GiB, Linux 6.1, Test CPU".into(),
+            scale: 1.0,
+            command: "pgcompress bench tunnel --rate 50".into(),
+            notes: vec!["ssh -C skipped at 50 Mbit/s: <sshd> & friends".into()],
+            runs: vec![
+                m(Some(50), DIRECT, "load", 200.0, 1_000_000_000, 10_000_000),
+                m(
+                    Some(50),
+                    "tunnel zstd:1",
+                    "load",
+                    50.0,
+                    300_000_000,
+                    3_000_000,
+                ),
+                m(None, DIRECT, "load", 20.0, 1_000_000_000, 10_000_000),
+                m(None, "tunnel zstd:1", "load", 16.0, 300_000_000, 3_000_000),
+                m(None, SSH_C, "load", 40.0, 400_000_000, 4_000_000),
+                pgb,
+                pgb_socat,
+            ],
+        }
+    }
+
+    #[test]
+    fn ratio_is_how_many_times_fewer_bytes_and_less_time() {
+        let r = sample();
+        let (b, w) = r
+            .ratio(Some(50), "load", "tunnel zstd:1", DIRECT)
+            .expect("both measured");
+        assert!((b - 1_010_000_000.0 / 303_000_000.0).abs() < 1e-9, "{b}");
+        assert!((w - 4.0).abs() < 1e-12, "{w}");
+        let (b, w) = r.ratio(None, "load", "tunnel zstd:1", SSH_C).expect("both");
+        assert!((b - 404.0 / 303.0).abs() < 1e-9, "{b}");
+        assert!((w - 2.5).abs() < 1e-12, "{w}");
+        // Against itself: exactly 1.
+        assert_eq!(r.ratio(None, "load", DIRECT, DIRECT), Some((1.0, 1.0)));
+    }
+
+    #[test]
+    fn ratio_is_none_when_either_is_missing() {
+        let r = sample();
+        assert_eq!(r.ratio(Some(50), "load", "tunnel zstd:1", SSH_C), None);
+        assert_eq!(r.ratio(Some(50), "load", SSH_C, DIRECT), None);
+        assert_eq!(r.ratio(Some(1000), "load", "tunnel zstd:1", DIRECT), None);
+        assert_eq!(r.ratio(None, "dump", "tunnel zstd:1", DIRECT), None);
+        let mut z = sample();
+        z.runs.push(m(Some(7), "a", "w", 0.0, 10, 10));
+        z.runs.push(m(Some(7), "b", "w", 1.0, 0, 0));
+        z.runs.push(m(Some(7), "c", "w", 1.0, 10, 10));
+        assert_eq!(z.ratio(Some(7), "w", "a", "c"), None, "zero time");
+        assert_eq!(z.ratio(Some(7), "w", "b", "c"), None, "zero bytes");
+        assert_eq!(z.ratio(Some(7), "w", "c", "b"), Some((0.0, 1.0)));
+    }
+
+    #[test]
+    fn tps_ratio_against_socat() {
+        let r = sample();
+        let t = r
+            .tps_ratio(None, "pgbench-S", "tunnel auto", SOCAT)
+            .expect("both");
+        assert!((t - 12_345.6 / 12_000.0).abs() < 1e-12, "{t}");
+        assert_eq!(r.tps_ratio(None, "pgbench-S", "tunnel auto", DIRECT), None);
+        assert_eq!(r.tps_ratio(None, "load", "tunnel zstd:1", DIRECT), None);
+    }
+
+    #[test]
+    fn axes_keep_first_seen_order() {
+        let r = sample();
+        assert_eq!(r.rates(), vec![Some(50), None]);
+        assert_eq!(r.workloads(), vec!["load", "pgbench-S"]);
+        assert_eq!(
+            r.configs(),
+            vec![DIRECT, "tunnel zstd:1", SSH_C, "tunnel auto", "socat"]
+        );
+    }
+
+    #[test]
+    fn json_round_trips() {
+        let r = sample();
+        let j = serde_json::to_string(&r).expect("serialize");
+        let back: TunnelReport = serde_json::from_str(&j).expect("parse");
+        assert_eq!(back.runs.len(), r.runs.len());
+        assert_eq!(back.runs[5].tps, Some(12_345.6));
+        assert_eq!(back.runs[5].cpu_s["tunnel server"], 4.5);
+        assert_eq!(back.runs[0].rate_mbit, Some(50));
+        assert_eq!(back.runs[2].rate_mbit, None);
+        assert_eq!(back.notes, r.notes);
+    }
+    fn text_of(r: &TunnelReport) -> String {
+        let mut out = Vec::new();
+        r.text(&mut out).expect("write to a Vec");
+        String::from_utf8(out).expect("utf-8")
+    }
+
+    #[test]
+    fn text_has_a_table_per_rate_and_workload() {
+        let t = text_of(&sample());
+        assert!(
+            t.contains("machine: 2 cores, 4 GiB, Linux 6.1, Test CPU"),
+            "{t}"
+        );
+        assert!(
+            t.contains("command: pgcompress bench tunnel --rate 50"),
+            "{t}"
+        );
+        assert!(t.contains("\nload, 50 Mbit/s link\n"), "{t}");
+        assert!(t.contains("\nload, unshaped link\n"), "{t}");
+        assert!(t.contains("\npgbench-S, unshaped link\n"), "{t}");
+        // No pgbench at 50 Mbit/s: no empty table for it.
+        assert!(!t.contains("pgbench-S, 50 Mbit/s link"), "{t}");
+        // tunnel zstd:1 at 50 Mbit/s: 300 MB + 3.00 MB, 3.33x fewer bytes, 4x faster than direct,
+        // no ssh -C to compare with.
+        let row = t
+            .lines()
+            .skip_while(|l| *l != "load, 50 Mbit/s link")
+            .find(|l| l.trim_start().starts_with("tunnel zstd:1"))
+            .expect("row");
+        let cells: Vec<&str> = row
+            .split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
+        assert_eq!(
+            cells,
+            [
+                "tunnel zstd:1",
+                "300 MB",
+                "3.00 MB",
+                "303 MB",
+                "3.33x",
+                "-",
+                "50.0 s",
+                "4.00x",
+                "-"
+            ],
+            "{row}"
+        );
+        // Unshaped: ssh -C is there, 1.33x the bytes and 2.5x the time of zstd:1.
+        let row = t
+            .lines()
+            .skip_while(|l| *l != "load, unshaped link")
+            .find(|l| l.trim_start().starts_with("tunnel zstd:1"))
+            .expect("row");
+        assert!(
+            row.contains("1.33x") && row.contains("2.50x") && row.contains("1.25x"),
+            "{row}"
+        );
+        // The pgbench table has TPS, latency and CPU columns; the load tables have none.
+        let pgb: Vec<&str> = t
+            .lines()
+            .skip_while(|l| *l != "pgbench-S, unshaped link")
+            .take(4)
+            .collect();
+        assert!(
+            pgb[1].contains("TPS") && pgb[1].contains("latency") && pgb[1].contains("CPU s"),
+            "{pgb:?}"
+        );
+        assert!(
+            pgb[1].contains("TPS vs socat") && pgb[2].contains("1.03x"),
+            "{pgb:?}"
+        );
+        assert!(
+            pgb[2].contains("12346") && pgb[2].contains("0.648 ms"),
+            "{pgb:?}"
+        );
+        assert!(
+            pgb[2].contains("tunnel client 3.25, tunnel server 4.50"),
+            "{pgb:?}"
+        );
+        assert!(
+            pgb[3].contains("socat") && pgb[3].contains("12000"),
+            "{pgb:?}"
+        );
+        let load: Vec<&str> = t
+            .lines()
+            .skip_while(|l| *l != "load, unshaped link")
+            .take(2)
+            .collect();
+        assert!(
+            !load[1].contains("TPS") && !load[1].contains("CPU"),
+            "{load:?}"
+        );
+        assert!(
+            t.contains("note: ssh -C skipped at 50 Mbit/s: <sshd> & friends"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn figures_read_at_a_glance() {
+        assert_eq!(bytes(0), "0 B");
+        assert_eq!(bytes(999), "999 B");
+        assert_eq!(bytes(1_000), "1.00 kB");
+        assert_eq!(bytes(12_340_000), "12.3 MB");
+        assert_eq!(bytes(3_820_000_000), "3.82 GB");
+        assert_eq!(bytes(999_999), "1.00 MB");
+        assert_eq!(times(None), "-");
+        assert_eq!(times(Some(f64::INFINITY)), "-");
+        assert_eq!(times(Some(2.5)), "2.50x");
+        assert_eq!(times(Some(250.4)), "250x");
+        assert_eq!(secs(0.126), "0.13 s");
+        assert_eq!(secs(200.0), "200 s");
+        assert_eq!(rate_label(Some(50)), "50 Mbit/s");
+        assert_eq!(rate_label(Some(1000)), "1 Gbit/s");
+        assert_eq!(rate_label(Some(1500)), "1500 Mbit/s");
+        assert_eq!(rate_label(None), "unshaped");
+    }
+}
