@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Installs what `pgcompress bench tunnel` needs beyond scripts/setup.sh: iproute2 (ip, tc), socat,
-# OpenSSH's server and client (the peers it measures) and tpchgen-cli (the TPC-H data), a Rust crate
-# compiled from crates.io into $PGCOMPRESS_TOOLS (default /opt/pgcompress-tools): several minutes on
-# a small machine, so scripts/setup.sh does not run this; `bench tunnel` runs it when something is
-# missing, and so does its test.
+# Installs what `pgcompress bench tunnel` needs: iproute2 (ip, tc), socat and OpenSSH's server and
+# client (the peers it measures; scripts/setup.sh installs these too), and tpchgen-cli (the TPC-H
+# data), a Rust crate compiled from crates.io into $PGCOMPRESS_TOOLS (default /opt/pgcompress-tools).
+# Compiling it takes several minutes on a small machine, so scripts/setup.sh does not run this:
+# `bench tunnel` runs it (its own copy, compiled into pgcompress) when something is missing.
 # Idempotent: on a machine that has everything it only checks and returns.
 #
 #   bash scripts/bench-tools.sh
@@ -24,6 +24,13 @@ if ((${#missing[@]})); then
         exit 1
     fi
     export DEBIAN_FRONTEND=noninteractive
+    # As in setup.sh: openssh-server's postinst would start the system's sshd on port 22; the bench
+    # starts its own. A policy-rc.d answering 101 keeps every service down while installing.
+    if [[ " ${missing[*]} " == *" openssh-server "* && ! -e /usr/sbin/policy-rc.d ]]; then
+        printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+        chmod 755 /usr/sbin/policy-rc.d
+        trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+    fi
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
@@ -40,4 +47,4 @@ if ! have_tpchgen; then
     cargo install --quiet --locked tpchgen-cli --version "$TPCHGEN_VERSION" --root "$TOOLS"
     have_tpchgen || { echo "bench-tools: tpchgen-cli did not install into $TOOLS" >&2; exit 1; }
 fi
-echo "bench-tools: ok (tpchgen-cli $TPCHGEN_VERSION in $TOOLS/bin; $(socat -V 2>/dev/null | sed -n 2p | cut -c1-30))" >&2
+echo "bench-tools: ok (tpchgen-cli $TPCHGEN_VERSION in $TOOLS/bin, socat, OpenSSH, ip, tc)" >&2
