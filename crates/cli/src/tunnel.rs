@@ -6,15 +6,22 @@ use std::time::Duration;
 
 use wire::link::TagSet;
 use wire::net::{
-    ClientConfig, ConnectionReport, DirectionStats, Endpoint, Half, KeysConfig, NetError, Report,
-    Reporter, ServerConfig, StatsSnapshot,
+    ClientConfig, Endpoint, Half, KeysConfig, LogFormat, LogRecord, NetError, Report, Reporter,
+    ServerConfig, StatsSnapshot,
 };
 
-use crate::args::tunnel::{ClientArgs, Common, KeysArgs, ServerArgs, StatsArgs, TunnelCommand};
+use crate::args::tunnel::{
+    ClientArgs, Common, KeysArgs, LogFormatArg, ServerArgs, StatsArgs, TunnelCommand,
+};
 use crate::output::{bytes, pct};
 
 /// Runs one `tunnel` subcommand; the exit code follows the contract (0, 1 runtime, 2 config).
 pub fn run(cmd: TunnelCommand) -> anyhow::Result<ExitCode> {
+    let (half, format) = match &cmd {
+        TunnelCommand::Server(s) => (Some(Half::Server), log_format(&s.common)),
+        TunnelCommand::Client(c) => (Some(Half::Client), log_format(&c.common)),
+        _ => (None, LogFormat::Text),
+    };
     let result = match cmd {
         TunnelCommand::Keys(k) => keys(k),
         TunnelCommand::Server(s) => server(s),
@@ -24,7 +31,9 @@ pub fn run(cmd: TunnelCommand) -> anyhow::Result<ExitCode> {
     Ok(match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("pgcompress tunnel: error: {e}");
+            // The text line names no half, as it always has.
+            let half = half.filter(|_| format == LogFormat::Json);
+            eprintln!("{}", LogRecord::fatal(half, &e.to_string()).render(format));
             ExitCode::from(if e.is_config() { 2 } else { 1 })
         }
     })
@@ -43,70 +52,26 @@ fn keys(k: KeysArgs) -> Result<(), NetError> {
     Ok(())
 }
 
-fn reporter(half: Half, json: bool) -> Reporter {
-    Arc::new(move |r: Report| match r {
-        Report::Listening { half, address } => {
-            eprintln!("pgcompress tunnel {half}: listening on {address}");
-        }
-        Report::MetricsListening { half, address } => {
-            eprintln!("pgcompress tunnel {half}: metrics on http://{address}/metrics");
-        }
-        Report::Refused { peer, reason } if json => eprintln!(
-            "{}",
-            serde_json::json!({"event": "refused", "half": half, "peer": peer, "reason": reason})
-        ),
-        Report::Refused { peer, reason } => {
-            eprintln!("pgcompress tunnel {half}: refused peer {peer}: {reason}");
-        }
-        Report::TooManyConnections { peer, limit } if json => eprintln!(
-            "{}",
-            serde_json::json!({"event": "too_many_connections", "half": half, "peer": peer, "limit": limit})
-        ),
-        Report::TooManyConnections { peer, limit } => {
-            eprintln!("pgcompress tunnel {half}: refused {peer}: too many connections ({limit})");
-        }
-        Report::Connection(c) if json => {
-            let mut v = serde_json::to_value(&c).unwrap_or_default();
-            if let Some(o) = v.as_object_mut() {
-                o.insert("event".into(), "connection".into());
-                o.insert("half".into(), half.to_string().into());
-            }
-            eprintln!("{v}");
-        }
-        Report::Connection(c) => eprintln!("{}", connection_line(half, &c)),
-        Report::Draining { open } if json => eprintln!(
-            "{}",
-            serde_json::json!({"event": "draining", "half": half, "open": open})
-        ),
-        Report::Draining { open } => {
-            eprintln!("pgcompress tunnel {half}: shutting down, draining {open} connection(s)");
-        }
-        _ => {}
-    })
-}
-
-fn direction(name: &str, d: &DirectionStats) -> String {
-    format!(
-        "{name} {} raw, {} link ({:.1}%)",
-        d.raw_bytes,
-        d.link_bytes,
-        pct(d.link_bytes, d.raw_bytes)
-    )
-}
-
-fn connection_line(half: Half, c: &ConnectionReport) -> String {
-    let mut line = format!(
-        "pgcompress tunnel {half}: connection {} from {} ended after {:.3} s: {}; {}",
-        c.id,
-        c.peer,
-        c.duration_secs,
-        direction("frontend->backend", &c.frontend_to_backend),
-        direction("backend->frontend", &c.backend_to_frontend),
-    );
-    if let Some(e) = &c.error {
-        line.push_str(&format!("; error: {e}"));
+fn log_format(c: &Common) -> LogFormat {
+    match c.log_format {
+        LogFormatArg::Text => LogFormat::Text,
+        LogFormatArg::Json => LogFormat::Json,
     }
-    line
+}
+
+/// Prints each report as a log line: all JSON with `--log-format json`; with `--json` alone the
+/// per-connection, refusal and drain lines are JSON and the listening lines stay text.
+fn reporter(half: Half, json: bool, format: LogFormat) -> Reporter {
+    Arc::new(move |r: Report| {
+        let record = LogRecord::from_report(half, &r);
+        let as_json = json
+            && matches!(
+                record.event,
+                "connection" | "refused" | "too_many_connections" | "draining"
+            );
+        let format = if as_json { LogFormat::Json } else { format };
+        eprintln!("{}", record.render(format));
+    })
 }
 
 fn summary(s: &StatsSnapshot, json: bool) {
@@ -159,7 +124,7 @@ fn server(a: ServerArgs) -> Result<(), NetError> {
         max_connections: a.common.max_connections,
         metrics: a.common.metrics.clone(),
     };
-    let report = reporter(Half::Server, a.common.json);
+    let report = reporter(Half::Server, a.common.json, log_format(&a.common));
     let snapshot =
         wire::net::run_blocking(|shutdown| wire::net::run_server(config, shutdown, report))?;
     summary(&snapshot, a.common.json);
@@ -202,7 +167,7 @@ fn client(a: ClientArgs) -> Result<(), NetError> {
         max_connections: a.common.max_connections,
         metrics: a.common.metrics.clone(),
     };
-    let report = reporter(Half::Client, a.common.json);
+    let report = reporter(Half::Client, a.common.json, log_format(&a.common));
     let snapshot =
         wire::net::run_blocking(|shutdown| wire::net::run_client(config, shutdown, report))?;
     summary(&snapshot, a.common.json);

@@ -20,6 +20,7 @@ pub struct ClusterBuilder {
     pub(crate) tcp: bool,
     pub(crate) hba: Vec<String>,
     pub(crate) base_backup: Option<BaseBackup>,
+    pub(crate) netns: Option<String>,
 }
 
 /// Where a cluster made by [`ClusterBuilder::from_base_backup`] copies its data from.
@@ -44,6 +45,7 @@ impl Default for ClusterBuilder {
             tcp: false,
             hba: Vec::new(),
             base_backup: None,
+            netns: None,
         }
     }
 }
@@ -110,6 +112,18 @@ impl ClusterBuilder {
             conninfo: conninfo.into(),
             standby,
         });
+        self
+    }
+
+    /// Runs PostgreSQL and every program the cluster starts (`initdb`, `pg_ctl`, `psql`, `pgbench`, whatever
+    /// [`Cluster::command`](crate::Cluster::command) makes) inside the network namespace `name` (`ip netns exec`,
+    /// then the switch to the `postgres` user), typically [`NetLink::ns`](crate::netns::NetLink::ns) of the
+    /// server side. With [`listen_tcp`](Self::listen_tcp) and `guc("listen_addresses", "<server address>")`
+    /// the server is reachable from the client namespace over the veth only; `pg_hba.conf` then trusts
+    /// `samenet` (the namespace's own subnets) after the lines of [`hba_line`](Self::hba_line). Unix sockets are
+    /// files, reachable from any namespace: measure the network path over TCP. Needs root.
+    pub fn netns(mut self, name: impl Into<String>) -> Self {
+        self.netns = Some(name.into());
         self
     }
 

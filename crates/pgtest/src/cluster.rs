@@ -12,7 +12,7 @@ use tempfile::TempDir;
 use crate::builder::{check_guc_name, conf_quote, sql_quote, ClusterBuilder};
 use crate::error::{Error, Result};
 use crate::install::PgInstall;
-use crate::run::{chown_to_server_user, run, run_with, DEFAULT_TIMEOUT};
+use crate::run::{chown_to_server_user, run, run_with, server_user, ServerUser, DEFAULT_TIMEOUT};
 
 /// The superuser `initdb` creates and every client connects as.
 pub const SUPERUSER: &str = "postgres";
@@ -38,6 +38,16 @@ pub struct Cluster {
     tcp: bool,
     running: AtomicBool,
     start_timeout: Duration,
+    netns: Option<InNetns>,
+}
+
+/// How [`Cluster::command`] enters a network namespace ([`ClusterBuilder::netns`]).
+#[derive(Debug)]
+struct InNetns {
+    /// The namespace name.
+    name: String,
+    /// The user to become inside it (`setpriv`, since `ip netns exec` needs root); `None` when not root.
+    user: Option<ServerUser>,
 }
 
 impl Cluster {
@@ -71,6 +81,13 @@ impl Cluster {
             tcp: b.tcp,
             running: AtomicBool::new(false),
             start_timeout: b.start_timeout,
+            netns: match &b.netns {
+                Some(name) => Some(InNetns {
+                    name: name.clone(),
+                    user: server_user()?.cloned(),
+                }),
+                None => None,
+            },
         };
         if b.keep {
             cluster.keep();
@@ -96,7 +113,12 @@ impl Cluster {
             None => cluster.initdb(b.wal_segsize_mb, b.data_checksums)?,
         }
         cluster.write_conf(&b.gucs)?;
-        cluster.write_hba(&b.hba)?;
+        let mut hba = b.hba.clone();
+        if cluster.netns.is_some() {
+            // The namespace holds nothing but this server, loopback and the veth to the client namespace.
+            hba.push("host all all samenet trust".into());
+        }
+        cluster.write_hba(&hba)?;
         cluster.pg_ctl_start("start", &[])?;
         Ok(cluster)
     }
@@ -190,8 +212,25 @@ impl Cluster {
     /// The working directory is the cluster's directory, inherited `PG*` variables are removed, and
     /// `PGHOST`, `PGPORT`, `PGUSER` and `PGDATABASE` point at this cluster, so `pg_basebackup`, `pg_dump` and
     /// friends need no connection arguments. Run it with [`crate::run()`] to get the root → postgres switch.
+    /// In a network namespace ([`ClusterBuilder::netns`]) the command is `ip netns exec NS setpriv ... PROGRAM`,
+    /// which switches users itself, and [`crate::run()`] leaves it as it is.
     pub fn command(&self, name: &str) -> Command {
-        let mut cmd = Command::new(self.install.bin(name));
+        let mut cmd = match &self.netns {
+            None => Command::new(self.install.bin(name)),
+            Some(ns) => {
+                let mut cmd = Command::new("ip");
+                cmd.args(["netns", "exec", &ns.name]);
+                if let Some(user) = &ns.user {
+                    cmd.arg("setpriv")
+                        .arg(format!("--reuid={}", user.uid))
+                        .arg(format!("--regid={}", user.gid))
+                        .args(["--clear-groups", "--"]);
+                    crate::run::mark_switched(&mut cmd, user);
+                }
+                cmd.arg(self.install.bin(name));
+                cmd
+            }
+        };
         cmd.current_dir(&self.root);
         for (key, _) in std::env::vars_os() {
             if key.to_string_lossy().starts_with("PG") {

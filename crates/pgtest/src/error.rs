@@ -122,6 +122,14 @@ pub enum Error {
         /// The limit.
         max: usize,
     },
+    /// A [`NetLink`](crate::netns::NetLink) tag would not make a plain namespace name.
+    #[error(
+        "invalid network namespace tag {tag:?} (expected 1 to 16 ASCII letters, digits or `_`)"
+    )]
+    InvalidNetnsTag {
+        /// The rejected tag.
+        tag: String,
+    },
 }
 
 impl Error {

@@ -7,6 +7,9 @@
 //! PostgreSQL refuses to run as root. When the current effective uid is 0, every PostgreSQL binary started through
 //! this crate runs as the `postgres` system user, and the directories the harness creates are handed to that user.
 //!
+//! [`netns::NetLink`] gives benchmarks and tests a private link with kernel byte counters and `tc` shaping: two
+//! network namespaces joined by a veth pair; [`ClusterBuilder::netns`] starts a cluster inside one of them.
+//!
 //! ```no_run
 //! # fn main() -> Result<(), pgtest::Error> {
 //! let cluster = pgtest::Cluster::builder().wal_segsize_mb(1).start()?;
@@ -25,6 +28,7 @@ mod cluster;
 mod error;
 pub mod greenplum;
 mod install;
+pub mod netns;
 pub mod run;
 mod wal;
 pub mod workload;

@@ -56,12 +56,32 @@ pub fn server_user() -> Result<Option<&'static ServerUser>> {
 /// Makes `cmd` run as the server user when we are root; leaves it alone otherwise.
 ///
 /// Sets uid, gid and `HOME` (the standard library drops supplementary groups when it changes uid as root).
+/// A command already wrapped to switch users by itself (`Cluster::command` in a network namespace) is left alone.
 pub fn as_server_user(cmd: &mut Command) -> Result<&mut Command> {
+    let switched = cmd
+        .get_envs()
+        .any(|(k, v)| k == SWITCHED_ENV && v.is_some_and(|v| v == "1"));
+    if switched {
+        return Ok(cmd);
+    }
     if let Some(user) = server_user()? {
         cmd.uid(user.uid).gid(user.gid).env("HOME", &user.home);
         cmd.env("USER", "postgres").env("LOGNAME", "postgres");
     }
     Ok(cmd)
+}
+
+/// Set on a command whose program switches to the server user itself (`ip netns exec NS setpriv ...`):
+/// `ip` must start as root, so [`as_server_user`] must not change the uid of the command.
+const SWITCHED_ENV: &str = "HARNESS_PGTEST_SWITCHED_USER";
+
+/// Marks `cmd` as switching to `user` by itself and gives it that user's environment (`HOME`, `USER`,
+/// `LOGNAME`); [`as_server_user`] then leaves it alone.
+pub(crate) fn mark_switched(cmd: &mut Command, user: &ServerUser) {
+    cmd.env(SWITCHED_ENV, "1")
+        .env("HOME", &user.home)
+        .env("USER", "postgres")
+        .env("LOGNAME", "postgres");
 }
 
 /// Hands `path` to the server user when we are root, so PostgreSQL can write into it. No-op otherwise.

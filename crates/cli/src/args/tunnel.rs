@@ -1,6 +1,6 @@
 //! Arguments of `pgcompress tunnel ...`.
 
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 /// The setup in five commands, shown under `pgcompress tunnel --help`.
@@ -84,7 +84,7 @@ pub struct Common {
     /// Stats file (JSON), rewritten every second and at exit.
     #[arg(long)]
     pub stats: Option<PathBuf>,
-    /// One JSON object per connection line and for the exit summary.
+    /// One JSON object per connection line (and refusal and drain) and for the exit summary.
     #[arg(long)]
     pub json: bool,
     /// Seconds open connections get to finish after SIGTERM/SIGINT (a second signal ends
@@ -99,6 +99,19 @@ pub struct Common {
     /// Serve Prometheus metrics at http://ADDR:PORT/metrics (pgcompress_tunnel_*).
     #[arg(long, value_name = "ADDR:PORT")]
     pub metrics: Option<String>,
+    /// Log lines on stderr: text, or one JSON object per line (ts, level, half, event,
+    /// message and the event's fields) for every line, errors included.
+    #[arg(long, value_enum, default_value_t = LogFormatArg::Text)]
+    pub log_format: LogFormatArg,
+}
+
+/// `--log-format`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormatArg {
+    /// `pgcompress tunnel <half>: ...` lines.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 #[derive(Args, Debug)]

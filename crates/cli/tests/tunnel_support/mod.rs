@@ -73,7 +73,13 @@ struct Half {
 impl Half {
     /// Starts `pgcompress tunnel <args>` and waits for its `listening on` line.
     fn spawn(which: &str, args: &[String], stats: PathBuf) -> Half {
-        let mut child = Command::new(bin())
+        Half::spawn_in(Command::new(bin()), which, args, stats)
+    }
+
+    /// As [`Half::spawn`], with `base` as the command that runs the binary (for example
+    /// `ip netns exec NS pgcompress`, which execs the binary in place: the pid is the half's).
+    fn spawn_in(mut base: Command, which: &str, args: &[String], stats: PathBuf) -> Half {
+        let mut child = base
             .arg("tunnel")
             .arg(which)
             .args(args)
@@ -92,7 +98,11 @@ impl Half {
         thread::spawn(move || {
             for line in BufReader::new(pipe).lines() {
                 let Ok(line) = line else { break };
-                if line.starts_with(&prefix) {
+                // The text line, or the same event with `--log-format json`.
+                let json_listening = line.starts_with('{')
+                    && serde_json::from_str::<serde_json::Value>(&line)
+                        .is_ok_and(|v| v["event"] == "listening");
+                if line.starts_with(&prefix) || json_listening {
                     let _ = ready_tx.send(());
                 }
                 let mut all = sink.lock().unwrap_or_else(|e| e.into_inner());
@@ -337,6 +347,106 @@ impl Tunnel {
             method: method.into(),
             _dir: dir,
         }
+    }
+
+    /// Starts the server half in `link`'s server namespace, on the veth address, in front of `cluster`'s
+    /// Unix socket, and the client half in the client namespace on 127.0.0.1:`port` there, connected
+    /// to the server half over the veth: between the namespaces the veth carries the link and nothing
+    /// else. Applications must run in the client namespace ([`Tunnel::netns_client`]).
+    pub fn start_netns(
+        keys: &Keys,
+        cluster: &Cluster,
+        link: &pgtest::netns::NetLink,
+        method: &str,
+        server_extra: &[String],
+        client_extra: &[String],
+    ) -> Tunnel {
+        use pgtest::netns::Side;
+        let dir = tempfile::tempdir().expect("tempdir for stats");
+        // Fresh namespaces: every port is free in them.
+        let link_port = 7432;
+        let server_addr = format!("{}:{link_port}", link.addr(Side::Server));
+        let key = |n: &str| keys.file(n).display().to_string();
+        let mut args: Vec<String> = vec![
+            "--listen".into(),
+            server_addr.clone(),
+            "--upstream".into(),
+            cluster.socket_dir().display().to_string(),
+            "--upstream-port".into(),
+            cluster.port().to_string(),
+            "--ca".into(),
+            key("ca.pem"),
+            "--cert".into(),
+            key("server.pem"),
+            "--key".into(),
+            key("server-key.pem"),
+        ];
+        args.extend_from_slice(server_extra);
+        let server = Half::spawn_in(
+            link.command(Side::Server, bin()),
+            "server",
+            &args,
+            dir.path().join("server.json"),
+        );
+        let port = 6432;
+        let mut args: Vec<String> = vec![
+            "--listen".into(),
+            format!("127.0.0.1:{port}"),
+            "--server".into(),
+            server_addr,
+            // The certificate of `tunnel keys` names localhost, not the veth address.
+            "--server-name".into(),
+            "localhost".into(),
+            "--method".into(),
+            method.into(),
+            "--ca".into(),
+            key("ca.pem"),
+            "--cert".into(),
+            key("client.pem"),
+            "--key".into(),
+            key("client-key.pem"),
+        ];
+        args.extend_from_slice(client_extra);
+        let client = Half::spawn_in(
+            link.command(Side::Client, bin()),
+            "client",
+            &args,
+            dir.path().join("client.json"),
+        );
+        Tunnel {
+            server,
+            client,
+            port,
+            link_port,
+            method: method.into(),
+            _dir: dir,
+        }
+    }
+
+    /// The PostgreSQL client `program` of `cluster`'s installation, run in `link`'s client namespace
+    /// and pointed at the client half (by `PGHOST`, `PGPORT`, `PGUSER`, `PGDATABASE`).
+    pub fn netns_client(
+        &self,
+        link: &pgtest::netns::NetLink,
+        cluster: &Cluster,
+        program: &str,
+    ) -> Command {
+        let mut cmd = link.command(pgtest::netns::Side::Client, cluster.install().bin(program));
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("PG") {
+                cmd.env_remove(key);
+            }
+        }
+        cmd.env("PGHOST", "127.0.0.1")
+            .env("PGPORT", self.port.to_string())
+            .env("PGUSER", pgtest::SUPERUSER)
+            .env("PGDATABASE", pgtest::SUPERUSER);
+        cmd
+    }
+
+    /// The process ids of the client and the server half.
+    pub fn pids(&self) -> (u32, u32) {
+        (self.client.child.id(), self.server.child.id())
     }
 
     /// A libpq connection string through the tunnel.

@@ -11,7 +11,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::info::Info;
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Registry, Unit};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -80,7 +80,11 @@ async fn answer(mut stream: TcpStream, stats: &Stats) -> std::io::Result<()> {
     let (method, target) = (parts.next(), parts.next());
     let path = target.map(|t| t.split(|&b| b == b'?').next().unwrap_or_default());
     if method == Some(b"GET") && path == Some(b"/metrics") {
-        let body = render(&stats.snapshot());
+        // /proc reads are file I/O: off the async workers.
+        let process = tokio::task::spawn_blocking(ProcessFacts::read)
+            .await
+            .unwrap_or_default();
+        let body = render(&stats.snapshot(), &process);
         respond(&mut stream, "200 OK", CONTENT_TYPE, &body).await
     } else {
         respond(&mut stream, "404 Not Found", "text/plain", "not found\n").await
@@ -108,15 +112,65 @@ fn counter(v: u64) -> Counter {
     c
 }
 
-/// The snapshot's counters as `pgcompress_tunnel_*` metrics with a `half` label.
-pub(crate) fn render(s: &StatsSnapshot) -> String {
-    let mut registry = Registry::with_prefix_and_labels(
-        "pgcompress_tunnel",
+/// What the kernel says about this process, for the `process_*` metrics (the names of
+/// Prometheus's own process collector, so existing dashboards find them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ProcessFacts {
+    /// Resident memory (VmRSS), bytes.
+    pub(crate) resident_bytes: Option<u64>,
+    /// Open file descriptors: two sockets per connection, plus the listeners.
+    pub(crate) open_fds: Option<u64>,
+}
+
+impl ProcessFacts {
+    /// Reads `/proc/self` (blocking; absent values on systems without it).
+    pub(crate) fn read() -> ProcessFacts {
+        let resident_bytes = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|status| {
+                let kb = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
+                let kb: u64 = kb.trim().trim_end_matches("kB").trim().parse().ok()?;
+                kb.checked_mul(1024)
+            });
+        let open_fds = std::fs::read_dir("/proc/self/fd")
+            .ok()
+            .map(|d| d.count() as u64);
+        ProcessFacts {
+            resident_bytes,
+            open_fds,
+        }
+    }
+}
+
+fn gauge(v: u64) -> Gauge<i64> {
+    let g = Gauge::<i64>::default();
+    g.set(i64::try_from(v).unwrap_or(i64::MAX));
+    g
+}
+
+/// The snapshot's counters as `pgcompress_tunnel_*` metrics, and `process`'s as `process_*`
+/// ones, all with a `half` label.
+pub(crate) fn render(s: &StatsSnapshot, process: &ProcessFacts) -> String {
+    let mut root = Registry::with_labels(
         [(Cow::Borrowed("half"), Cow::Owned(s.half.to_string()))].into_iter(),
     );
-    let open = Gauge::<i64>::default();
-    open.set(i64::try_from(s.connections_open).unwrap_or(i64::MAX));
-    registry.register("connections_open", "Connections being served now", open);
+    if let Some(rss) = process.resident_bytes {
+        root.register_with_unit(
+            "process_resident_memory",
+            "Resident memory of the half (VmRSS)",
+            Unit::Bytes,
+            gauge(rss),
+        );
+    }
+    if let Some(fds) = process.open_fds {
+        root.register("process_open_fds", "Open file descriptors", gauge(fds));
+    }
+    let registry = root.sub_registry_with_prefix("pgcompress_tunnel");
+    registry.register(
+        "connections_open",
+        "Connections being served now",
+        gauge(s.connections_open),
+    );
     registry.register(
         "connections",
         "Connections accepted since start (refused ones excluded)",
@@ -166,7 +220,7 @@ pub(crate) fn render(s: &StatsSnapshot) -> String {
     registry.register("frames", "Link frames", frames);
     let mut out = String::new();
     // Writing into a String cannot fail.
-    let _ = encode(&mut out, &registry);
+    let _ = encode(&mut out, &root);
     out
 }
 
@@ -198,7 +252,11 @@ mod tests {
                 frames: 20,
             },
         };
-        let text = render(&s);
+        let process = ProcessFacts {
+            resident_bytes: Some(9 * 1024 * 1024),
+            open_fds: Some(12),
+        };
+        let text = render(&s, &process);
         for line in [
             "pgcompress_tunnel_connections_open{half=\"client\"} 2",
             "pgcompress_tunnel_connections_total{half=\"client\"} 7",
@@ -215,5 +273,23 @@ mod tests {
             assert!(text.lines().any(|l| l == line), "missing {line} in\n{text}");
         }
         assert!(text.ends_with("# EOF\n"), "{text}");
+        for line in [
+            "process_resident_memory_bytes{half=\"client\"} 9437184",
+            "process_open_fds{half=\"client\"} 12",
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line} in\n{text}");
+        }
+        let none = render(&s, &ProcessFacts::default());
+        assert!(!none.contains("process_"), "{none}");
+    }
+
+    #[test]
+    fn process_facts_are_read_from_proc() {
+        let facts = ProcessFacts::read();
+        assert!(
+            facts.resident_bytes.is_some_and(|b| b > 1024 * 1024),
+            "{facts:?}"
+        );
+        assert!(facts.open_fds.is_some_and(|n| n >= 3), "{facts:?}");
     }
 }
