@@ -5,6 +5,7 @@
 mod pair;
 pub mod relay;
 pub mod report;
+pub mod run;
 pub mod tools;
 pub mod tpch;
 pub mod workload;
