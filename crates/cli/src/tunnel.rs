@@ -138,7 +138,13 @@ fn host_of(server: &str) -> &str {
 }
 
 fn client(a: ClientArgs) -> Result<(), NetError> {
-    let method = wire::link::parse_spec(&a.method).map_err(|e| NetError::Config(e.to_string()))?;
+    let auto = a.method == wire::link::handshake::AUTO;
+    let method = if auto {
+        wire::link::parse_spec("none")
+    } else {
+        wire::link::parse_spec(&a.method)
+    }
+    .map_err(|e| NetError::Config(e.to_string()))?;
     if !a.compress_types.is_ascii() {
         return Err(NetError::Config(
             "--compress-types takes message type letters such as dDQ".to_owned(),
@@ -156,6 +162,7 @@ fn client(a: ClientArgs) -> Result<(), NetError> {
             .unwrap_or_else(|| host_of(&a.server).to_owned()),
         server: a.server.clone(),
         method,
+        auto,
         ca: a.common.ca.clone(),
         cert: a.common.cert.clone(),
         key: a.common.key.clone(),

@@ -464,6 +464,119 @@ fn handshake_round_trip_and_refusals() {
 }
 
 #[test]
+fn an_auto_hello_asks_the_server_half_to_adapt_and_both_start_verbatim() {
+    let hello = Hello::auto();
+    let mut buf = Vec::new();
+    hello.encode(&mut buf).expect("encode");
+    // The backend->frontend slot carries the word `auto`, which no fixed-method parser takes
+    // (a server half without auto refuses the Hello rather than guess).
+    assert!(buf.ends_with(b"\x04auto"), "{buf:?}");
+    assert!(parse_spec("auto").is_err());
+    let (got, used) = Hello::decode(&buf).expect("ok").expect("whole");
+    assert_eq!(used, buf.len());
+    assert!(got.backend_auto);
+    assert_eq!(
+        (got.frontend_spec, got.backend_spec),
+        (spec("none"), spec("none"))
+    );
+    let Reply::Accept(a) = got.answer(|s| wire::link::check_spec(s).is_ok()) else {
+        panic!("accepted")
+    };
+    assert_eq!(
+        (a.frontend_spec, a.backend_spec),
+        (spec("none"), spec("none"))
+    );
+    // A fixed Hello is unchanged: no auto, the same bytes as before auto existed.
+    let fixed = Hello::new(spec("zstd:1"), spec("zstd:1"));
+    let mut fbuf = Vec::new();
+    fixed.encode(&mut fbuf).expect("encode");
+    assert!(fbuf.ends_with(b"\x06zstd:1\x06zstd:1"), "{fbuf:?}");
+    let (fgot, _) = Hello::decode(&fbuf).expect("ok").expect("whole");
+    assert!(!fgot.backend_auto);
+}
+
+#[test]
+fn a_switch_inside_a_long_message_keeps_its_bytes() {
+    // A 1 MB DataRow of incompressible bytes after the session start; the sender falls back
+    // to none halfway through it, takes lz4 at three quarters, and zstd:1 for the next one.
+    let mut s = backend_start();
+    let mut x: u32 = 0x1234_5678;
+    let mut noise = |n: usize| -> Vec<u8> {
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x as u8
+            })
+            .collect()
+    };
+    let mut row = |len: usize| {
+        let body = noise(len);
+        let mut m = vec![b'D'];
+        m.extend_from_slice(&((4 + 2 + 4 + len) as u32).to_be_bytes());
+        m.extend_from_slice(&1u16.to_be_bytes());
+        m.extend_from_slice(&(len as u32).to_be_bytes());
+        m.extend_from_slice(&body);
+        m
+    };
+    let (first, second) = (row(1 << 20), row(300_000));
+    let mut enc = LinkEncoder::new(
+        Direction::BackendToFrontend,
+        SenderConfig::new(spec("zstd:1")),
+    )
+    .expect("encoder");
+    let mut dec = LinkDecoder::new(Direction::BackendToFrontend, spec("zstd:1")).expect("decoder");
+    let mut link = encode(&mut enc, &s, 1, None);
+    assert!(enc.is_ready());
+    // Pieces of the first row as 32 KiB reads bring them, with a switch to none between two.
+    let mut framer = wire::Framer::new(Direction::BackendToFrontend).with_whole_max(64 * 1024);
+    let (mut buf, mut fed, mut done) = (Vec::new(), 0, 0);
+    let mut switched = false;
+    while done < first.len() {
+        let end = (fed + 32 * 1024).min(first.len());
+        buf.extend_from_slice(&first[fed..end]);
+        fed = end;
+        let mut at = 0;
+        while let Some(piece) = framer.poll_piece(&buf[at..]).expect("piece") {
+            enc.push_piece(&piece).expect("piece");
+            at += piece.bytes.len();
+        }
+        buf.drain(..at);
+        done += at;
+        if !switched && done > first.len() / 2 {
+            assert!(!enc.at_message_boundary());
+            enc.switch_method(spec("none")).expect("switch");
+            switched = true;
+        } else if switched && enc.spec().method == codec::Method::None && done > first.len() * 3 / 4
+        {
+            // And to a compressing method inside the same message: its context starts there.
+            enc.switch_method(spec("lz4")).expect("switch");
+        }
+        link.extend_from_slice(enc.output());
+        let n = enc.output().len();
+        enc.consume(n);
+    }
+    assert!(switched && enc.at_message_boundary());
+    enc.switch_method(spec("zstd:1")).expect("switch back");
+    link.extend(encode(&mut enc, &second, 1, None));
+    s.extend_from_slice(&first);
+    s.extend_from_slice(&second);
+    let mut back = Vec::new();
+    let (mut pos, mut switches) = (0, Vec::new());
+    while let Some(d) = dec.decode(&link[pos..], &mut back).expect("decode") {
+        pos += d.consumed;
+        if let Some(Event::MethodSwitched(m)) = d.event {
+            switches.push(m.to_string());
+        }
+    }
+    assert_eq!(pos, link.len());
+    assert_eq!(switches, ["none", "lz4", "zstd:1"]);
+    assert!(back == s, "{} bytes back for {}", back.len(), s.len());
+    assert!(enc.counters().chunks > 2, "{:?}", enc.counters());
+}
+
+#[test]
 fn large_messages_split_into_bounded_frames() {
     // A 1 MB DataRow after the session start: every frame stays under the caps and the
     // decoder never emits more than a chunk per call.

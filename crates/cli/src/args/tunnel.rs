@@ -44,6 +44,8 @@ pgcompress tunnel client --listen 127.0.0.1:6432 --server db.example.com:7432 --
 pgcompress tunnel client --listen /tmp --port 6432 --server 10.0.0.5:7432 \\\n      \
 --server-name db.example.com --method lz4 \\\n      \
 --ca keys/ca.pem --cert keys/client.pem --key keys/client-key.pem\n  \
+pgcompress tunnel client --listen 127.0.0.1:6432 --server db.example.com:7432 --method auto \\\n      \
+--ca keys/ca.pem --cert keys/client.pem --key keys/client-key.pem\n  \
 psql \"host=127.0.0.1 port=6432 dbname=postgres\"")]
     Client(ClientArgs),
     /// Print a stats file written by a running or finished half.
@@ -140,7 +142,9 @@ pub struct ClientArgs {
     /// The server half (HOST:PORT).
     #[arg(long)]
     pub server: String,
-    /// Compression method in both directions: zstd[:LEVEL], lz4[:LEVEL] or none.
+    /// Compression method in both directions: zstd[:LEVEL], lz4[:LEVEL], none, or auto (each
+    /// direction of each connection adapts among none, lz4 and zstd:1/3/6 to the link, the CPU
+    /// and the data; needs a server half that knows auto).
     #[arg(long, default_value = "zstd:1")]
     pub method: String,
     /// Name the server half's certificate must carry (default: the host of --server).

@@ -7,12 +7,12 @@ use std::io::{self, Read, Write};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use codec::{Method, Spec};
-use zstd::stream::raw::{Decoder as ZDecoder, Encoder as ZEncoder, InBuffer, Operation, OutBuffer};
-use zstd::zstd_safe::{CParameter, DParameter};
+use zstd::zstd_safe::zstd_sys::ZSTD_EndDirective;
+use zstd::zstd_safe::{self, CCtx, CParameter, DCtx, DParameter, InBuffer, OutBuffer};
 
-use super::MAX_WINDOW_LOG;
+use super::{DEFAULT_WINDOW_LOG, MAX_WINDOW_LOG};
 
-const SCRATCH: usize = 64 * 1024;
+const SCRATCH: usize = 16 * 1024;
 
 /// A byte queue shared with an lz4 encoder (as its writer) or decoder (as its reader), since
 /// the `lz4` crate only lends its inner stream immutably.
@@ -50,13 +50,18 @@ impl Read for Shared {
 
 /// The sending side's context.
 pub(crate) enum Compressor {
-    Zstd(Box<ZEncoder<'static>>, Box<[u8]>),
+    Zstd(Box<CCtx<'static>>, Box<[u8]>),
     Lz4(Box<lz4::Encoder<Shared>>, Shared),
 }
 
-/// Window log for zstd: the spec's `long`, else the link's maximum.
+/// Window log for zstd: the spec's `long`, else the link's default (a bounded window keeps
+/// each connection's contexts small), never above the link's maximum.
 fn window_log(spec: &Spec) -> u32 {
-    spec.long.unwrap_or(MAX_WINDOW_LOG).min(MAX_WINDOW_LOG)
+    spec.long.unwrap_or(DEFAULT_WINDOW_LOG).min(MAX_WINDOW_LOG)
+}
+
+fn zstd_err(code: usize) -> io::Error {
+    io::Error::other(zstd_safe::get_error_name(code))
 }
 
 impl Compressor {
@@ -65,8 +70,12 @@ impl Compressor {
         match spec.method {
             Method::Zstd => {
                 let level = spec.effective_level().unwrap_or(1);
-                let mut enc = ZEncoder::new(level)?;
-                enc.set_parameter(CParameter::WindowLog(window_log(spec)))?;
+                let mut enc = CCtx::try_create()
+                    .ok_or_else(|| io::Error::other("cannot create a zstd context"))?;
+                enc.set_parameter(CParameter::CompressionLevel(level))
+                    .map_err(zstd_err)?;
+                enc.set_parameter(CParameter::WindowLog(window_log(spec)))
+                    .map_err(zstd_err)?;
                 Ok(Some(Compressor::Zstd(
                     Box::new(enc),
                     vec![0; SCRATCH].into_boxed_slice(),
@@ -92,7 +101,8 @@ impl Compressor {
                 let mut inb = InBuffer::around(input);
                 while inb.pos() < input.len() {
                     let mut outb = OutBuffer::around(&mut scratch[..]);
-                    enc.run(&mut inb, &mut outb)?;
+                    enc.compress_stream2(&mut outb, &mut inb, ZSTD_EndDirective::ZSTD_e_continue)
+                        .map_err(zstd_err)?;
                     out.extend_from_slice(outb.as_slice());
                 }
                 Ok(())
@@ -110,7 +120,7 @@ impl Compressor {
         match self {
             Compressor::Zstd(enc, scratch) => loop {
                 let mut outb = OutBuffer::around(&mut scratch[..]);
-                let left = enc.flush(&mut outb)?;
+                let left = enc.flush_stream(&mut outb).map_err(zstd_err)?;
                 out.extend_from_slice(outb.as_slice());
                 if left == 0 {
                     return Ok(());
@@ -127,7 +137,7 @@ impl Compressor {
 
 /// The receiving side's context.
 pub(crate) enum Decompressor {
-    Zstd(Box<ZDecoder<'static>>, Box<[u8]>),
+    Zstd(Box<DCtx<'static>>, Box<[u8]>),
     Lz4(Box<lz4::Decoder<Shared>>, Shared, Box<[u8]>),
 }
 
@@ -136,8 +146,11 @@ impl Decompressor {
     pub(crate) fn new(spec: &Spec) -> io::Result<Option<Decompressor>> {
         match spec.method {
             Method::Zstd => {
-                let mut dec = ZDecoder::new()?;
-                dec.set_parameter(DParameter::WindowLogMax(MAX_WINDOW_LOG))?;
+                let mut dec = DCtx::try_create()
+                    .ok_or_else(|| io::Error::other("cannot create a zstd context"))?;
+                // A peer's frame asking for a larger window is refused, never allocated.
+                dec.set_parameter(DParameter::WindowLogMax(MAX_WINDOW_LOG))
+                    .map_err(zstd_err)?;
                 Ok(Some(Decompressor::Zstd(
                     Box::new(dec),
                     vec![0; SCRATCH].into_boxed_slice(),
@@ -171,7 +184,8 @@ impl Decompressor {
                 let mut inb = InBuffer::around(input);
                 loop {
                     let mut outb = OutBuffer::around(&mut scratch[..]);
-                    dec.run(&mut inb, &mut outb).map_err(|e| e.to_string())?;
+                    dec.decompress_stream(&mut outb, &mut inb)
+                        .map_err(|code| zstd_safe::get_error_name(code).to_owned())?;
                     let produced = outb.pos();
                     out.extend_from_slice(outb.as_slice());
                     if over(out) {
@@ -221,3 +235,27 @@ impl Decompressor {
         Ok(())
     }
 }
+
+impl Compressor {
+    /// Bytes the context holds (zstd's own count for zstd; lz4's 64 KiB history and its
+    /// block buffers are not counted by the crate, so this is 0 for lz4).
+    pub(crate) fn memory(&self) -> usize {
+        match self {
+            Compressor::Zstd(enc, scratch) => enc.sizeof() + scratch.len(),
+            Compressor::Lz4(..) => 0,
+        }
+    }
+}
+
+impl Decompressor {
+    /// Bytes the context holds (zstd's own count for zstd; 0 for lz4, as for the compressor).
+    pub(crate) fn memory(&self) -> usize {
+        match self {
+            Decompressor::Zstd(dec, scratch) => dec.sizeof() + scratch.len(),
+            Decompressor::Lz4(..) => 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -75,6 +75,12 @@ impl LinkDecoder {
         self.ctx.is_some()
     }
 
+    /// Bytes the decompression context holds (zstd's own count; 0 without a context and for
+    /// lz4, whose crate does not tell).
+    pub fn context_memory(&self) -> usize {
+        self.ctx.as_ref().map_or(0, Decompressor::memory)
+    }
+
     /// Offset in the link stream of the next frame.
     pub fn offset(&self) -> u64 {
         self.offset

@@ -59,6 +59,19 @@ impl SenderConfig {
     }
 }
 
+/// Running totals of the traffic one encoder could compress, for `--method auto`
+/// ([`super::auto::Observation`] takes their differences).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Compressible {
+    /// Bytes of messages of a compressible type after the session became ready, whatever
+    /// the method.
+    pub eligible: u64,
+    /// PostgreSQL bytes that went into compressed chunks.
+    pub chunk_raw: u64,
+    /// Link bytes of those chunks (frame headers included).
+    pub chunk_link: u64,
+}
+
 /// Turns one direction's PostgreSQL messages into link frames.
 ///
 /// Call [`LinkEncoder::push`] for every message the framer yields and [`LinkEncoder::flush`]
@@ -78,7 +91,12 @@ pub struct LinkEncoder {
     chunk_raw: usize,
     /// The last message pushed was compressed.
     in_run: bool,
+    /// The current message is of a compressible type (after the session became ready).
+    eligible: bool,
+    /// A message was started and not ended yet (its pieces are still coming).
+    mid_message: bool,
     counters: Counters,
+    compressible: Compressible,
 }
 
 impl LinkEncoder {
@@ -98,7 +116,10 @@ impl LinkEncoder {
             chunk: Vec::new(),
             chunk_raw: 0,
             in_run: false,
+            eligible: false,
+            mid_message: false,
             counters: Counters::default(),
+            compressible: Compressible::default(),
         })
     }
 
@@ -130,6 +151,23 @@ impl LinkEncoder {
     /// Counters of this direction so far.
     pub fn counters(&self) -> Counters {
         self.counters
+    }
+
+    /// What this encoder could compress and did, so far.
+    pub fn compressible(&self) -> Compressible {
+        self.compressible
+    }
+
+    /// Bytes the compression context holds (zstd's own count; 0 without a context and for
+    /// lz4, whose crate does not tell).
+    pub fn context_memory(&self) -> usize {
+        self.ctx.as_ref().map_or(0, Compressor::memory)
+    }
+
+    /// True between messages: a method switch is possible (not while the pieces of a long
+    /// message are still coming).
+    pub fn at_message_boundary(&self) -> bool {
+        !self.mid_message
     }
 
     /// True once a compression context exists (after the first compressed message of the
@@ -199,9 +237,10 @@ impl LinkEncoder {
     /// Decides how the message starting now, `len` bytes long, travels.
     fn start_message(&mut self, tag: Option<u8>, len: usize) -> Result<(), LinkError> {
         self.counters.messages += 1;
-        let compress = self.ready
+        self.mid_message = true;
+        self.eligible = self.ready && tag.is_some_and(|t| self.config.compress.contains(t));
+        let compress = self.eligible
             && self.config.spec.method != codec::Method::None
-            && tag.is_some_and(|t| self.config.compress.contains(t))
             // The threshold decides whether a run starts; a run already being compressed
             // takes short messages of a compressible type too (COPY sends one CopyData per
             // row, and narrow rows fall under 60 bytes), across flushes.
@@ -221,6 +260,9 @@ impl LinkEncoder {
     /// Adds bytes of the current message, compressed or verbatim as decided at its start.
     fn append(&mut self, bytes: &[u8]) -> Result<(), LinkError> {
         self.counters.raw_bytes += bytes.len() as u64;
+        if self.eligible {
+            self.compressible.eligible += bytes.len() as u64;
+        }
         if !self.in_run {
             self.put_verbatim(bytes);
             return Ok(());
@@ -229,6 +271,10 @@ impl LinkEncoder {
         while !rest.is_empty() {
             let n = rest.len().min(CHUNK_RAW_MAX - self.chunk_raw);
             let (piece, tail) = rest.split_at(n);
+            if self.ctx.is_none() {
+                // A switch inside this message dropped the context.
+                self.ctx = Compressor::new(&self.config.spec).map_err(|e| self.compress_err(e))?;
+            }
             if let Some(ctx) = self.ctx.as_mut() {
                 ctx.write(piece, &mut self.chunk)
                     .map_err(|e| LinkError::Compress {
@@ -247,6 +293,7 @@ impl LinkEncoder {
 
     /// The current message has ended.
     fn end_message(&mut self, tag: Option<u8>) -> Result<(), LinkError> {
+        self.mid_message = false;
         if !self.in_run
             && self.direction == Direction::BackendToFrontend
             && !self.ready
@@ -306,6 +353,8 @@ impl LinkEncoder {
         self.counters.frames += 1;
         self.counters.chunks += 1;
         self.counters.link_bytes += (HEADER_LEN + payload_len) as u64;
+        self.compressible.chunk_raw += self.chunk_raw as u64;
+        self.compressible.chunk_link += (HEADER_LEN + payload_len) as u64;
         chunk.clear();
         self.chunk = chunk;
         self.chunk_raw = 0;
@@ -322,7 +371,10 @@ impl LinkEncoder {
 
     /// Switches to `spec` at the current message boundary: flushes, sends a Method frame and
     /// drops the context (a fresh one starts with the next compressed message); the peer's
-    /// decoder follows.
+    /// decoder follows. Inside a long message (see [`LinkEncoder::at_message_boundary`]) the
+    /// switch falls between two of its chunks, which a decoder handles alike (it sees bytes,
+    /// not messages): `--method auto` stops compressing a 300 MB incompressible value
+    /// without waiting for its end.
     pub fn switch_method(&mut self, spec: Spec) -> Result<(), LinkError> {
         check_spec(&spec)?;
         let text = spec.to_string();
@@ -335,6 +387,10 @@ impl LinkEncoder {
         self.finish_chunk()?;
         // The next compressed message starts a fresh context, as the peer's decoder does.
         self.ctx = None;
+        // A switch to a compressing method continues the run of compressible messages (a
+        // switch is made for bulk traffic, whose short messages must not wait for a long one
+        // to start a run); the rest of a message not eligible stays verbatim.
+        self.in_run = self.eligible && spec.method != codec::Method::None;
         self.emit(frame::METHOD, text.as_bytes());
         self.config.spec = spec;
         Ok(())

@@ -1,8 +1,10 @@
 //! The link handshake: the client half sends Hello, the server half answers Accept or Refuse.
 //!
 //! Hello payload: `MAGIC`, `min version: u8`, `max version: u8`, then two method
-//! specifications (`len: u8`, UTF-8), frontend->backend first. Accept payload: `MAGIC`,
-//! `version: u8` and the two specifications both halves use. Refuse payload: a UTF-8 reason.
+//! specifications (`len: u8`, UTF-8), frontend->backend first; the backend->frontend one may be
+//! `auto` ([`AUTO`]: the server half adapts its method, starting at none). Accept payload:
+//! `MAGIC`, `version: u8` and the two specifications both halves start with. Refuse payload: a
+//! UTF-8 reason.
 
 use codec::{Cursor, Spec};
 
@@ -10,6 +12,11 @@ use super::frame::{self, parse_header, put_frame, HEADER_LEN};
 use super::{parse_spec, MAGIC, MAX_SPEC_LEN, VERSION};
 use crate::error::LinkError;
 use crate::Direction;
+
+/// The backend->frontend specification of a Hello asking the server half to run
+/// `--method auto` on its sending direction. A server half older than `auto` cannot parse it
+/// and closes the link during the handshake; fixed methods are unchanged.
+pub const AUTO: &str = "auto";
 
 /// The client half's opening frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,8 +27,11 @@ pub struct Hello {
     pub max_version: u8,
     /// Method asked for frontend->backend (the client half compresses).
     pub frontend_spec: Spec,
-    /// Method asked for backend->frontend (the server half compresses).
+    /// Method asked for backend->frontend (the server half compresses); with
+    /// `backend_auto`, the method it starts with (none).
     pub backend_spec: Spec,
+    /// The server half adapts its backend->frontend method (`--method auto`).
+    pub backend_auto: bool,
 }
 
 /// The server half's acceptance: the version and methods both halves now use.
@@ -54,13 +64,21 @@ fn put_spec(payload: &mut Vec<u8>, spec: &Spec) -> Result<(), LinkError> {
     Ok(())
 }
 
-fn get_spec(c: &mut Cursor<'_>) -> Result<Spec, LinkError> {
+fn get_text<'a>(c: &mut Cursor<'a>) -> Result<&'a str, LinkError> {
     let short = |e: codec::ShortRead| LinkError::Handshake(format!("truncated: {e}"));
     let len = c.u8().map_err(short)?;
     let bytes = c.take(usize::from(len)).map_err(short)?;
-    let text = std::str::from_utf8(bytes)
-        .map_err(|_| LinkError::Handshake("a method that is not UTF-8".to_owned()))?;
-    parse_spec(text)
+    std::str::from_utf8(bytes)
+        .map_err(|_| LinkError::Handshake("a method that is not UTF-8".to_owned()))
+}
+
+fn get_spec(c: &mut Cursor<'_>) -> Result<Spec, LinkError> {
+    parse_spec(get_text(c)?)
+}
+
+/// What `auto` starts with: none, until a direction carries bulk traffic.
+fn auto_start() -> Spec {
+    super::auto::LADDER[0].spec()
 }
 
 fn magic(c: &mut Cursor<'_>) -> Result<(), LinkError> {
@@ -103,6 +121,16 @@ impl Hello {
             max_version: VERSION,
             frontend_spec,
             backend_spec,
+            backend_auto: false,
+        }
+    }
+
+    /// A Hello of a client half running `--method auto`: its own direction starts at none,
+    /// and it asks the server half to adapt backend->frontend.
+    pub fn auto() -> Self {
+        Hello {
+            backend_auto: true,
+            ..Hello::new(auto_start(), auto_start())
         }
     }
 
@@ -112,7 +140,12 @@ impl Hello {
         p.push(self.min_version);
         p.push(self.max_version);
         put_spec(&mut p, &self.frontend_spec)?;
-        put_spec(&mut p, &self.backend_spec)?;
+        if self.backend_auto {
+            p.push(AUTO.len() as u8);
+            p.extend_from_slice(AUTO.as_bytes());
+        } else {
+            put_spec(&mut p, &self.backend_spec)?;
+        }
         put_frame(out, frame::HELLO, &p);
         Ok(())
     }
@@ -131,7 +164,13 @@ impl Hello {
         let min_version = c.u8().map_err(short)?;
         let max_version = c.u8().map_err(short)?;
         let frontend_spec = get_spec(&mut c)?;
-        let backend_spec = get_spec(&mut c)?;
+        let backend = get_text(&mut c)?;
+        let backend_auto = backend == AUTO;
+        let backend_spec = if backend_auto {
+            auto_start()
+        } else {
+            parse_spec(backend)?
+        };
         if !c.is_empty() {
             return Err(LinkError::Handshake("trailing bytes in Hello".to_owned()));
         }
@@ -141,6 +180,7 @@ impl Hello {
                 max_version,
                 frontend_spec,
                 backend_spec,
+                backend_auto,
             },
             used,
         )))

@@ -4,14 +4,16 @@
 //! payload). After the handshake ([`handshake`]), a [`LinkEncoder`] turns PostgreSQL messages
 //! into frames and a [`LinkDecoder`] turns frames back into the PostgreSQL byte stream.
 
+pub mod auto;
 mod context;
 pub mod decoder;
 pub mod encoder;
 pub mod frame;
 pub mod handshake;
 
+pub use auto::{AutoPolicy, Observation};
 pub use decoder::{Decoded, Event, LinkDecoder};
-pub use encoder::{LinkEncoder, SenderConfig, TagSet};
+pub use encoder::{Compressible, LinkEncoder, SenderConfig, TagSet};
 pub use handshake::{Accept, Hello, Reply};
 
 use codec::{Method, Spec};
@@ -28,6 +30,10 @@ pub const CHUNK_RAW_MAX: usize = 128 * 1024;
 /// Largest zstd window (log2) either side uses; a decoder refuses larger ones (8 MiB, as in
 /// the PostgreSQL compression patches).
 pub const MAX_WINDOW_LOG: u32 = 23;
+/// zstd window (log2) a sender uses unless the spec says `long=N`: 2^17 = 128 KiB keeps both
+/// contexts of a connection's half under 2 MiB at zstd:1 (1.6 MiB measured) while a whole
+/// chunk still fits in the history (docs/TUNNEL.md).
+pub const DEFAULT_WINDOW_LOG: u32 = 17;
 /// Longest method specification carried in a frame.
 pub const MAX_SPEC_LEN: usize = 255;
 /// Default smallest message worth compressing (`ZPQ_COMPRESS_THRESHOLD` of the patches).

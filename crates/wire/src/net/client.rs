@@ -19,6 +19,7 @@ use super::sender::Sender;
 use super::stats::{track_connection, DirectionCounters, Half, Stats, StatsSnapshot};
 use super::{bind_metrics, serve, Report, Reporter, Serving, Shutdown, HANDSHAKE_TIMEOUT};
 use crate::framer::{Framer, Kind};
+use crate::link::handshake::AUTO;
 use crate::link::{Accept, Hello, LinkDecoder, LinkEncoder, Reply, SenderConfig, TagSet};
 use crate::Direction;
 
@@ -35,8 +36,11 @@ pub struct ClientConfig {
     pub server: String,
     /// Name the server half's certificate must carry.
     pub server_name: String,
-    /// Method asked for in both directions.
+    /// Method asked for in both directions (ignored with `auto`).
     pub method: Spec,
+    /// `--method auto`: this half adapts frontend->backend and asks the server half to adapt
+    /// backend->frontend; both start at none.
+    pub auto: bool,
     /// CA the server half's certificate must chain to.
     pub ca: PathBuf,
     /// This half's client certificate chain.
@@ -87,7 +91,12 @@ pub async fn run_client(
     let server_name = ServerName::try_from(config.server_name.clone())
         .map_err(|e| NetError::Config(format!("server name \"{}\": {e}", config.server_name)))?;
     let listener = config.listen.bind().await?;
-    let stats = Arc::new(Stats::new(Half::Client, config.method.to_string()));
+    let method = if config.auto {
+        AUTO.to_owned()
+    } else {
+        config.method.to_string()
+    };
+    let stats = Arc::new(Stats::new(Half::Client, method));
     let stats_file = config.stats_file.clone();
     let drain = config.drain_timeout;
     let max_connections = config.max_connections;
@@ -240,7 +249,12 @@ async fn open_link(
             .await
             .map_err(|e| NetError::Tls(format!("to the server half {}: {e}", config.server)))?;
         let mut out = Vec::new();
-        Hello::new(config.method, config.method).encode(&mut out)?;
+        let hello = if config.auto {
+            Hello::auto()
+        } else {
+            Hello::new(config.method, config.method)
+        };
+        hello.encode(&mut out)?;
         tls.write_all(&out)
             .await
             .map_err(|e| NetError::io("writing the link Hello", e))?;
@@ -319,6 +333,9 @@ async fn carry(
     )?;
     let decoder = LinkDecoder::new(Direction::BackendToFrontend, accept.backend_spec)?;
     let mut sender = Sender::new(first.framer, encoder);
+    if config.auto {
+        sender = sender.adapt();
+    }
     sender.push_message(None, &first.packet)?;
     sender.feed(&first.rest)?;
     let ready = Arc::new(AtomicBool::new(false));

@@ -200,6 +200,7 @@ pub(crate) fn render(s: &StatsSnapshot, process: &ProcessFacts) -> String {
     let link = Family::<Labels, Counter>::default();
     let chunks = Family::<Labels, Counter>::default();
     let frames = Family::<Labels, Counter>::default();
+    let switches = Family::<Labels, Counter>::default();
     for (name, d) in [
         ("frontend_to_backend", &s.frontend_to_backend),
         ("backend_to_frontend", &s.backend_to_frontend),
@@ -209,6 +210,7 @@ pub(crate) fn render(s: &StatsSnapshot, process: &ProcessFacts) -> String {
         link.get_or_create(&labels).inc_by(d.link_bytes);
         chunks.get_or_create(&labels).inc_by(d.chunks);
         frames.get_or_create(&labels).inc_by(d.frames);
+        switches.get_or_create(&labels).inc_by(d.method_switches);
     }
     registry.register("raw_bytes", "PostgreSQL bytes carried", raw);
     registry.register(
@@ -218,6 +220,11 @@ pub(crate) fn render(s: &StatsSnapshot, process: &ProcessFacts) -> String {
     );
     registry.register("chunks", "Compressed chunks", chunks);
     registry.register("frames", "Link frames", frames);
+    registry.register(
+        "method_switches",
+        "Method switches made by --method auto",
+        switches,
+    );
     let mut out = String::new();
     // Writing into a String cannot fail.
     let _ = encode(&mut out, &root);
@@ -244,12 +251,14 @@ mod tests {
                 link_bytes: 400,
                 chunks: 5,
                 frames: 9,
+                method_switches: 0,
             },
             backend_to_frontend: DirectionStats {
                 raw_bytes: 123456,
                 link_bytes: 23456,
                 chunks: 11,
                 frames: 20,
+                method_switches: 6,
             },
         };
         let process = ProcessFacts {
@@ -269,6 +278,7 @@ mod tests {
             "pgcompress_tunnel_link_bytes_total{half=\"client\",direction=\"backend_to_frontend\"} 23456",
             "pgcompress_tunnel_chunks_total{half=\"client\",direction=\"frontend_to_backend\"} 5",
             "pgcompress_tunnel_frames_total{half=\"client\",direction=\"backend_to_frontend\"} 20",
+            "pgcompress_tunnel_method_switches_total{half=\"client\",direction=\"backend_to_frontend\"} 6",
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line} in\n{text}");
         }

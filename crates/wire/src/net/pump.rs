@@ -6,11 +6,12 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 use super::error::NetError;
-use super::sender::Sender;
+use super::sender::{Sender, Timings};
 use super::stats::DirectionCounters;
 use super::tap::{FrameTap, TapEvent};
 use crate::link::frame::{self, parse_header, HEADER_LEN};
@@ -108,11 +109,15 @@ impl TapWalker {
 }
 
 /// Reads PostgreSQL bytes from `src` and writes link frames to `dst` until `src` ends, then
-/// shuts down `dst`'s write side. Flushes the chunk in progress whenever `src` has nothing
-/// more ready, and stops reading while [`HIGH_WATER`] link bytes wait.
+/// shuts down `dst`'s write side. Reads what is ready without waiting while fewer than
+/// [`HIGH_WATER`] link bytes wait; writes the whole frames ready; and flushes the chunk in
+/// progress only before a read that may wait (nothing more ready on `src`). A burst that
+/// stopped on [`HIGH_WATER`] is written out with its chunk still open, so bulk traffic fills
+/// whole chunks; the chunk is closed before the pump can block on a source that may itself
+/// wait for those bytes (an application waiting for PostgreSQL's answer).
 pub(crate) async fn encode<R, W>(
     mut src: R,
-    mut dst: W,
+    dst: W,
     mut sender: Sender,
     ctx: &DirectionCtx,
 ) -> Result<(), NetError>
@@ -121,61 +126,155 @@ where
     W: AsyncWrite + Unpin,
 {
     let what = |w: &str| format!("{} {w}", ctx.direction);
+    let mut dst = WaitMeter::new(dst);
     let mut buf = vec![0u8; READ_SIZE];
     let mut walker = TapWalker::default();
     let mut eof = false;
     // From zero: a first packet pushed before this loop is counted too.
     let mut counted = Counters::default();
-    // The first packet pushed before the loop (the client half's) goes out at once.
-    let mut first = sender.pending() > 0;
-    while !eof {
-        if !std::mem::take(&mut first) {
-            let n = src
-                .read(&mut buf)
-                .await
-                .map_err(|e| NetError::io(what("read"), e))?;
-            if n == 0 {
-                eof = true;
-            } else {
-                feed(&mut sender, &buf[..n], ctx)?;
-            }
-            while !eof && sender.pending() < HIGH_WATER {
-                match read_now(&mut src, &mut buf).await {
-                    None => break,
-                    Some(Ok(0)) => eof = true,
-                    Some(Ok(n)) => feed(&mut sender, &buf[..n], ctx)?,
-                    Some(Err(e)) => return Err(NetError::io(what("read"), e)),
+    let mut timings = Timings::default();
+    let mut last = Instant::now();
+    loop {
+        // What is ready now, without waiting.
+        let mut drained = false;
+        while !eof && sender.pending() < HIGH_WATER {
+            match read_now(&mut src, &mut buf).await {
+                None => {
+                    drained = true;
+                    break;
                 }
+                Some(Ok(0)) => eof = true,
+                Some(Ok(n)) => {
+                    let t = Instant::now();
+                    feed(&mut sender, &buf[..n], ctx)?;
+                    timings.encode += t.elapsed();
+                }
+                Some(Err(e)) => return Err(NetError::io(what("read"), e)),
             }
         }
-        // Whatever stopped the reads (nothing more ready, or HIGH_WATER link bytes waiting),
-        // the chunk in progress goes out with this write: the next read may wait for the
-        // application, which may itself be waiting for those bytes to reach PostgreSQL. The
-        // context is flushed, not reset, so a bulk transfer loses only a few bytes per write.
+        let t = Instant::now();
         if eof {
             sender.finish()?;
-        } else {
+        } else if drained {
+            // The next read may wait: everything pushed so far goes out now. The context is
+            // flushed, not reset.
             sender.flush()?;
         }
+        timings.encode += t.elapsed();
         if ctx.direction == Direction::BackendToFrontend && sender.is_ready() {
             // Set before the Ready frame is written: the peer may compress once it sees it,
             // and this half's frontend->backend decoder must accept those chunks.
             ctx.ready.store(true, Ordering::Release);
         }
         let out = sender.output();
-        if let Some(tap) = &ctx.tap {
-            walker.walk(tap, ctx.direction, out);
+        if !out.is_empty() || eof {
+            if let Some(tap) = &ctx.tap {
+                walker.walk(tap, ctx.direction, out);
+            }
+            let n = out.len();
+            write_flushed(&mut dst, out, ctx.direction).await?;
+            sender.consume(n);
+            let now = sender.counters();
+            ctx.add(&counted, &now);
+            counted = now;
         }
-        let n = out.len();
-        write_flushed(&mut dst, out, ctx.direction).await?;
-        sender.consume(n);
-        let now = sender.counters();
-        ctx.add(&counted, &now);
-        counted = now;
+        timings.write_wait += dst.take_waited();
+        if eof {
+            break;
+        }
+        if drained {
+            let t = Instant::now();
+            let n = src
+                .read(&mut buf)
+                .await
+                .map_err(|e| NetError::io(what("read"), e))?;
+            timings.read_wait += t.elapsed();
+            if n == 0 {
+                eof = true;
+            } else {
+                let t = Instant::now();
+                feed(&mut sender, &buf[..n], ctx)?;
+                timings.encode += t.elapsed();
+            }
+        }
+        let now = Instant::now();
+        timings.elapsed = now - last;
+        last = now;
+        if sender.observe(&std::mem::take(&mut timings))?.is_some() {
+            for c in &ctx.counters {
+                c.add_switch();
+            }
+        }
     }
     // Best effort: the peer may already have closed its side, which ends nothing more.
-    let _ = dst.shutdown().await;
+    let _ = dst.into_inner().shutdown().await;
     Ok(())
+}
+
+/// A writer that adds up the time its writes were pending (the socket would block): the
+/// link's share of a pass, for `--method auto`.
+struct WaitMeter<W> {
+    inner: W,
+    since: Option<Instant>,
+    waited: Duration,
+}
+
+impl<W> WaitMeter<W> {
+    fn new(inner: W) -> Self {
+        WaitMeter {
+            inner,
+            since: None,
+            waited: Duration::ZERO,
+        }
+    }
+
+    fn note<T>(&mut self, r: &Poll<T>) {
+        match (r.is_pending(), self.since) {
+            (true, None) => self.since = Some(Instant::now()),
+            (false, Some(since)) => {
+                self.waited += since.elapsed();
+                self.since = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// The time waited since the previous call.
+    fn take_waited(&mut self) -> Duration {
+        std::mem::take(&mut self.waited)
+    }
+
+    fn into_inner(self) -> W {
+        self.inner
+    }
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for WaitMeter<W> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.note(&r);
+        r
+    }
+
+    fn poll_flush(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let r = Pin::new(&mut self.inner).poll_flush(cx);
+        self.note(&r);
+        r
+    }
+
+    fn poll_shutdown(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
 
 /// Writes all of `bytes` to `dst` and flushes it, so that what is ready reaches the peer now.

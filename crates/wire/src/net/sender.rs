@@ -4,8 +4,12 @@
 //! limit (256 KiB) is encoded as its bytes arrive, so a 300 MB DataRow never sits in memory and
 //! the buffer here stays under that limit plus one read.
 
+use std::time::Duration;
+
+use codec::Spec;
+
 use crate::framer::Framer;
-use crate::link::{Counters, LinkEncoder};
+use crate::link::{AutoPolicy, Compressible, Counters, LinkEncoder, Observation};
 
 use super::error::NetError;
 
@@ -15,6 +19,21 @@ pub(crate) struct Sender {
     encoder: LinkEncoder,
     /// Bytes read from the source that do not yet make a whole message or piece.
     buf: Vec<u8>,
+    /// `--method auto`: the policy, with what the encoder had counted at its last look.
+    auto: Option<(AutoPolicy, Compressible)>,
+}
+
+/// Times one pass of the encoding pump measured, for `--method auto`.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Timings {
+    /// Wall time since the previous pass.
+    pub(crate) elapsed: Duration,
+    /// Framing and compressing.
+    pub(crate) encode: Duration,
+    /// Waiting for the link socket to take bytes.
+    pub(crate) write_wait: Duration,
+    /// Waiting for the source.
+    pub(crate) read_wait: Duration,
 }
 
 impl Sender {
@@ -24,7 +43,38 @@ impl Sender {
             framer,
             encoder,
             buf: Vec::new(),
+            auto: None,
         }
+    }
+
+    /// Lets [`AutoPolicy`] choose this direction's method from now on (`--method auto`).
+    pub(crate) fn adapt(mut self) -> Self {
+        self.auto = Some((AutoPolicy::new(), self.encoder.compressible()));
+        self
+    }
+
+    /// Hands one pass's timings to the policy, if any, and switches the method when it
+    /// says so; returns the new method.
+    pub(crate) fn observe(&mut self, t: &Timings) -> Result<Option<Spec>, NetError> {
+        let Some((policy, seen)) = self.auto.as_mut() else {
+            return Ok(None);
+        };
+        let now = self.encoder.compressible();
+        let o = Observation {
+            elapsed: t.elapsed,
+            eligible: now.eligible - seen.eligible,
+            chunk_raw: now.chunk_raw - seen.chunk_raw,
+            chunk_link: now.chunk_link - seen.chunk_link,
+            encode: t.encode,
+            write_wait: t.write_wait,
+            read_wait: t.read_wait,
+        };
+        *seen = now;
+        let Some(spec) = policy.observe(&o) else {
+            return Ok(None);
+        };
+        self.encoder.switch_method(spec)?;
+        Ok(Some(spec))
     }
 
     /// Pushes one whole message the caller framed itself (the client half's first packet).

@@ -19,6 +19,7 @@ use super::tap::FrameTap;
 use super::{bind_metrics, serve, Report, Reporter, Serving, Shutdown, HANDSHAKE_TIMEOUT};
 use crate::framer::Framer;
 use crate::link::frame::{HEADER_LEN, MAX_HANDSHAKE_PAYLOAD};
+use crate::link::handshake::AUTO;
 use crate::link::{check_spec, Hello, LinkDecoder, LinkEncoder, Reply, SenderConfig};
 use crate::Direction;
 
@@ -136,7 +137,11 @@ async fn serve_link(stream: Stream, peer: String, shared: Arc<Shared>) {
         }
     };
     if let Ok(mut m) = stats.method.lock() {
-        *m = hello.backend_spec.to_string();
+        *m = if hello.backend_auto {
+            AUTO.to_owned()
+        } else {
+            hello.backend_spec.to_string()
+        };
     }
     let conn = [conn_f2b, conn_b2f];
     let report = track_connection(
@@ -229,7 +234,10 @@ async fn pump_link(
         Direction::BackendToFrontend,
         SenderConfig::new(hello.backend_spec),
     )?;
-    let sender = Sender::new(Framer::new(Direction::BackendToFrontend), encoder);
+    let mut sender = Sender::new(Framer::new(Direction::BackendToFrontend), encoder);
+    if hello.backend_auto {
+        sender = sender.adapt();
+    }
     let ready = Arc::new(AtomicBool::new(false));
     let f2b = DirectionCtx {
         direction: Direction::FrontendToBackend,

@@ -41,6 +41,9 @@ pub struct DirectionStats {
     pub chunks: u64,
     /// Link frames.
     pub frames: u64,
+    /// Method switches `--method auto` made.
+    #[serde(default)]
+    pub method_switches: u64,
 }
 
 /// The stats file's content (`pgcompress tunnel stats FILE`) and the exit summary.
@@ -101,6 +104,7 @@ pub(crate) struct DirectionCounters {
     link_bytes: AtomicU64,
     chunks: AtomicU64,
     frames: AtomicU64,
+    switches: AtomicU64,
 }
 
 impl DirectionCounters {
@@ -115,6 +119,10 @@ impl DirectionCounters {
             .fetch_add(now.frames - before.frames, Ordering::Relaxed);
     }
 
+    pub(crate) fn add_switch(&self) {
+        self.switches.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn add_link(&self, n: u64) {
         self.link_bytes.fetch_add(n, Ordering::Relaxed);
     }
@@ -125,6 +133,7 @@ impl DirectionCounters {
             link_bytes: self.link_bytes.load(Ordering::Relaxed),
             chunks: self.chunks.load(Ordering::Relaxed),
             frames: self.frames.load(Ordering::Relaxed),
+            method_switches: self.switches.load(Ordering::Relaxed),
         }
     }
 }

@@ -118,7 +118,12 @@ impl Tunnel {
                 listen,
                 server: server_addr.clone(),
                 server_name: "localhost".into(),
-                method: parse_spec(method).expect("method"),
+                method: if method == "auto" {
+                    parse_spec("none").expect("method")
+                } else {
+                    parse_spec(method).expect("method")
+                },
+                auto: method == "auto",
                 ca: keys.join("ca.pem"),
                 cert: keys.join("client.pem"),
                 key: keys.join("client-key.pem"),

@@ -61,6 +61,28 @@ fn data_rows(n: usize) -> Vec<u8> {
     out
 }
 
+/// DataRows of 200 letters from a 16-letter alphabet, scrambled (zstd gets about 2:1).
+fn noisy_rows(n: usize) -> Vec<u8> {
+    let mut x = 0x9e37_79b9_u32;
+    let mut out = Vec::new();
+    while out.len() < n {
+        let col: Vec<u8> = (0..200)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                b'a' + (x % 16) as u8
+            })
+            .collect();
+        out.push(b'D');
+        out.extend_from_slice(&((4 + 2 + 4 + col.len()) as u32).to_be_bytes());
+        out.extend_from_slice(&1u16.to_be_bytes());
+        out.extend_from_slice(&(col.len() as u32).to_be_bytes());
+        out.extend_from_slice(&col);
+    }
+    out
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_link_stops_the_source_and_nothing_is_lost() {
     let input = data_rows(8 << 20);
@@ -230,4 +252,161 @@ async fn a_long_message_arrives_whole_while_its_sender_waits() {
         pump.await.expect("join").expect("encode");
         unpump.await.expect("join").expect("decode");
     }
+}
+
+/// A source that always has more ready (a bulk SELECT): bursts end on [`HIGH_WATER`], and
+/// what is written then leaves the chunk open, so every chunk but the last carries
+/// [`CHUNK_RAW_MAX`] PostgreSQL bytes (a flush at every write cut one short chunk per write).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_with_more_ready_fills_whole_chunks() {
+    use crate::link::CHUNK_RAW_MAX;
+    // ReadyForQuery, then 6 MiB of rows that compress about 2:1, all written before the
+    // pump starts.
+    let mut input = b"Z\x00\x00\x00\x05I".to_vec();
+    let rows = noisy_rows(6 << 20);
+    input.extend_from_slice(&rows);
+    let (mut pg_peer, pg) = tokio::io::duplex(16 << 20);
+    pg_peer.write_all(&input).await.expect("write");
+    drop(pg_peer);
+    let (link, mut link_peer) = tokio::io::duplex(64 * 1024);
+    let spec = parse_spec("zstd:1").expect("spec");
+    let sender = Sender::new(
+        Framer::new(Direction::BackendToFrontend),
+        LinkEncoder::new(Direction::BackendToFrontend, SenderConfig::new(spec)).expect("encoder"),
+    );
+    let ectx = ctx(Direction::BackendToFrontend);
+    let counters = ectx.counters[0].clone();
+    let pump = tokio::spawn(async move { encode(pg, link, sender, &ectx).await });
+    let mut link_bytes = Vec::new();
+    link_peer.read_to_end(&mut link_bytes).await.expect("read");
+    pump.await.expect("join").expect("encode");
+    let stats = counters.snapshot();
+    assert!(
+        (link_bytes.len() as u64) * 2 < stats.raw_bytes,
+        "{} link bytes for {}: the test needs bursts ending on HIGH_WATER",
+        link_bytes.len(),
+        stats.raw_bytes
+    );
+    assert!(link_bytes.len() > 2 * HIGH_WATER, "{}", link_bytes.len());
+    assert_eq!(
+        stats.chunks,
+        rows.len().div_ceil(CHUNK_RAW_MAX) as u64,
+        "{stats:?}"
+    );
+    // And the frames decode to the input.
+    let mut decoder = LinkDecoder::new(Direction::BackendToFrontend, spec).expect("decoder");
+    let (mut back, mut at) = (Vec::new(), 0);
+    while let Some(d) = decoder
+        .decode(&link_bytes[at..], &mut back)
+        .expect("decode")
+    {
+        at += d.consumed;
+    }
+    assert_eq!(at, link_bytes.len());
+    assert!(
+        back == input,
+        "{} bytes back for {}",
+        back.len(),
+        input.len()
+    );
+}
+
+/// Once the source has nothing more ready, the chunk in progress goes out before the pump
+/// waits on it, whatever the burst before: a row at a time, each arrives alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_row_arrives_before_the_pump_waits_for_the_next() {
+    let (mut pg_peer, pg) = tokio::io::duplex(1 << 20);
+    let (link, link_peer) = tokio::io::duplex(1 << 20);
+    let (out, mut out_peer) = tokio::io::duplex(1 << 20);
+    let spec = parse_spec("zstd:1").expect("spec");
+    let sender = Sender::new(
+        Framer::new(Direction::BackendToFrontend),
+        LinkEncoder::new(Direction::BackendToFrontend, SenderConfig::new(spec)).expect("encoder"),
+    );
+    let ectx = ctx(Direction::BackendToFrontend);
+    let pump = tokio::spawn(async move { encode(pg, link, sender, &ectx).await });
+    let decoder = LinkDecoder::new(Direction::BackendToFrontend, spec).expect("decoder");
+    let dctx = ctx(Direction::BackendToFrontend);
+    let unpump =
+        tokio::spawn(async move { decode(link_peer, out, decoder, Vec::new(), &dctx).await });
+    // A big burst first, so the context is in the middle of a run.
+    let mut first = b"Z\x00\x00\x00\x05I".to_vec();
+    first.extend_from_slice(&data_rows(2 << 20));
+    pg_peer.write_all(&first).await.expect("write");
+    let mut got = vec![0u8; first.len()];
+    tokio::time::timeout(Duration::from_secs(5), out_peer.read_exact(&mut got))
+        .await
+        .expect("the burst arrives while the source waits")
+        .expect("read");
+    assert!(got == first);
+    for i in 0..20 {
+        let row = data_rows(200 + i * 10);
+        pg_peer.write_all(&row).await.expect("write");
+        let mut got = vec![0u8; row.len()];
+        tokio::time::timeout(Duration::from_secs(5), out_peer.read_exact(&mut got))
+            .await
+            .unwrap_or_else(|_| panic!("row {i} stayed in the open chunk"))
+            .expect("read");
+        assert!(got == row);
+    }
+    drop(pg_peer);
+    pump.await.expect("join").expect("encode");
+    unpump.await.expect("join").expect("decode");
+}
+
+/// `--method auto` in the pump: a slow link (a reader taking 64 KiB every 10 ms) under bulk
+/// rows that compress about 2:1 makes the writes wait, and the direction climbs from none
+/// through zstd:1 and zstd:3 to zstd:6; the frames still decode to the input.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_climbs_while_the_link_makes_the_pump_wait() {
+    let mut input = b"Z\x00\x00\x00\x05I".to_vec();
+    input.extend_from_slice(&noisy_rows(16 << 20));
+    let (mut pg_peer, pg) = tokio::io::duplex(32 << 20);
+    pg_peer.write_all(&input).await.expect("write");
+    drop(pg_peer);
+    let (link, mut link_peer) = tokio::io::duplex(64 * 1024);
+    let none = parse_spec("none").expect("spec");
+    let sender = Sender::new(
+        Framer::new(Direction::BackendToFrontend),
+        LinkEncoder::new(Direction::BackendToFrontend, SenderConfig::new(none)).expect("encoder"),
+    )
+    .adapt();
+    let ectx = ctx(Direction::BackendToFrontend);
+    let counters = ectx.counters[0].clone();
+    let pump = tokio::spawn(async move { encode(pg, link, sender, &ectx).await });
+    let mut link_bytes = Vec::new();
+    let mut piece = vec![0u8; 64 * 1024];
+    loop {
+        let n = link_peer.read(&mut piece).await.expect("read");
+        if n == 0 {
+            break;
+        }
+        link_bytes.extend_from_slice(&piece[..n]);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    pump.await.expect("join").expect("encode");
+    let mut decoder = LinkDecoder::new(Direction::BackendToFrontend, none).expect("decoder");
+    let (mut back, mut at, mut methods) = (Vec::new(), 0, Vec::new());
+    while let Some(d) = decoder
+        .decode(&link_bytes[at..], &mut back)
+        .expect("decode")
+    {
+        at += d.consumed;
+        if let Some(crate::link::Event::MethodSwitched(m)) = d.event {
+            methods.push(m.to_string());
+        }
+    }
+    assert!(
+        back == input,
+        "{} bytes back for {}",
+        back.len(),
+        input.len()
+    );
+    assert_eq!(
+        methods,
+        ["zstd:1", "zstd:3", "zstd:6"],
+        "{:?}",
+        counters.snapshot()
+    );
+    assert_eq!(counters.snapshot().method_switches, 3);
 }
