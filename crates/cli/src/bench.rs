@@ -2,7 +2,7 @@
 //! `bench` crate's; this module turns arguments into its options and prints its reports.
 
 use crate::args::bench::{
-    BenchArchiveArgs, BenchCommand, BenchReadArgs, BenchSpillArgs, BenchWalArgs,
+    BenchArchiveArgs, BenchCommand, BenchReadArgs, BenchSpillArgs, BenchTunnelArgs, BenchWalArgs,
 };
 use anyhow::Context;
 use serde::Serialize;
@@ -16,6 +16,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Wal(a) => wal(a),
         BenchCommand::Archive(a) => archive(a),
         BenchCommand::Spill(a) => spill(a),
+        BenchCommand::Tunnel(a) => tunnel(a),
     }
 }
 
@@ -111,6 +112,68 @@ fn spill(a: BenchSpillArgs) -> anyhow::Result<ExitCode> {
             "bench spill: the replay did not see every inserted row with: {}",
             bad.join(", ")
         );
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn tunnel(a: BenchTunnelArgs) -> anyhow::Result<ExitCode> {
+    use std::sync::atomic::Ordering;
+    // As in the demo: Ctrl-C ends the run between steps; dropping the cluster, the relays and the
+    // namespaces cleans up.
+    let _ = ctrlc::set_handler(|| crate::demo::INTERRUPTED.store(true, Ordering::SeqCst));
+    let progress = crate::demo::progress::Progress::labelled("pgcompress bench tunnel", || {
+        crate::demo::INTERRUPTED.load(Ordering::SeqCst)
+    });
+    let command = std::env::args()
+        .map(|a| {
+            if a.is_empty() || a.contains([' ', '"', '\'']) {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            } else {
+                a
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    let result = bench::tunnel::run::run(
+        &bench::tunnel::run::Options {
+            pgcompress: me()?,
+            rates: a.rate,
+            scale: a.scale,
+            workloads: a.workloads,
+            configs: a.configs,
+            pgbench_seconds: a.pgbench_time,
+            pgbench_scale: a.pgbench_scale,
+            cache: a.cache,
+            command,
+        },
+        &progress,
+    );
+    progress.finish();
+    if matches!(&result, Err(e) if e.is_cancelled())
+        || crate::demo::INTERRUPTED.load(Ordering::SeqCst)
+    {
+        eprintln!(
+            "pgcompress: interrupted; the cluster, the relays and the namespaces were removed"
+        );
+        return Ok(ExitCode::from(crate::demo::EXIT_INTERRUPTED));
+    }
+    let report = result?;
+    if let Some(path) = &a.html {
+        std::fs::write(path, report.html())
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        report.text(&mut std::io::stdout().lock())?;
+    }
+    let bad = bench::tunnel::run::failures(&report);
+    if !bad.is_empty() {
+        eprintln!("bench tunnel: {} run(s) failed:", bad.len());
+        for b in bad {
+            eprintln!("  {b}");
+        }
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)

@@ -3,7 +3,11 @@
 //! say once they have stopped.
 
 mod pair;
-
-pub use pair::{HalfStats, Pair, PairOptions, Traffic};
 pub mod relay;
 pub mod report;
+pub mod run;
+pub mod tools;
+pub mod tpch;
+pub mod workload;
+
+pub use pair::{HalfStats, Pair, PairOptions, Placement, Traffic};

@@ -1,8 +1,11 @@
-//! A tunnel pair run as two `pgcompress` child processes on loopback.
+//! A tunnel pair run as two `pgcompress` child processes: on loopback, or each half through a command
+//! wrapper (`ip netns exec NS`) with the link between two addresses.
 
 use crate::error::{Error, IoContext, Result};
 use serde::Deserialize;
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::process::{Child, ChildStderr, Command, Stdio};
 use std::sync::mpsc;
@@ -49,6 +52,17 @@ pub struct HalfStats {
     pub frontend_to_backend: Traffic,
     /// PostgreSQL to the application.
     pub backend_to_frontend: Traffic,
+}
+
+/// Where each half runs: the command that starts a program on each side, and the address the server
+/// half's link listener takes (the client half connects to it; its certificate names it).
+pub struct Placement<'a> {
+    /// Starts a program beside PostgreSQL (e.g. `ip netns exec <server ns> <program>`).
+    pub server: &'a dyn Fn(&OsStr) -> Command,
+    /// Starts a program beside the applications.
+    pub client: &'a dyn Fn(&OsStr) -> Command,
+    /// The server half listens for the client half on this address.
+    pub server_addr: IpAddr,
 }
 
 /// A running server half and client half. Dropping it kills both.
@@ -120,9 +134,23 @@ fn spawn(what: &str, cmd: &mut Command) -> Result<Child> {
 }
 
 impl Pair {
-    /// Writes keys, starts the server half upstream of PostgreSQL and the client half, and
-    /// returns once both listen.
+    /// Writes keys, starts the server half upstream of PostgreSQL and the client half, both on
+    /// loopback, and returns once both listen.
     pub fn start(o: &PairOptions) -> Result<Pair> {
+        let here = |program: &OsStr| Command::new(program);
+        Pair::start_in(
+            o,
+            &Placement {
+                server: &here,
+                client: &here,
+                server_addr: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            },
+        )
+    }
+
+    /// Like [`Pair::start`], each half started through its [`Placement`] command: the server half
+    /// listens on `server_addr`, the client half on 127.0.0.1 of its side.
+    pub fn start_in(o: &PairOptions, place: &Placement<'_>) -> Result<Pair> {
         let dir = tempfile::Builder::new()
             .prefix("pgcompress-tunnel-")
             .tempdir()
@@ -131,6 +159,8 @@ impl Pair {
         let status = Command::new(&o.pgcompress)
             .args(["tunnel", "keys"])
             .arg(&keys)
+            .arg("--server-name")
+            .arg(place.server_addr.to_string())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .output()
@@ -148,11 +178,12 @@ impl Pair {
         }
         let k = |f: &str| keys.join(f);
         let link_port = free_port()?;
+        let link = std::net::SocketAddr::new(place.server_addr, link_port);
         let server = spawn(
             "the tunnel's server half",
-            Command::new(&o.pgcompress)
+            (place.server)(o.pgcompress.as_os_str())
                 .args(["tunnel", "server", "--listen"])
-                .arg(format!("127.0.0.1:{link_port}"))
+                .arg(link.to_string())
                 .arg("--upstream")
                 .arg(&o.socket_dir)
                 .arg("--upstream-port")
@@ -174,11 +205,11 @@ impl Pair {
         };
         let client = spawn(
             "the tunnel's client half",
-            Command::new(&o.pgcompress)
+            (place.client)(o.pgcompress.as_os_str())
                 .args(["tunnel", "client", "--listen"])
                 .arg(format!("127.0.0.1:{}", pair.client_port))
                 .arg("--server")
-                .arg(format!("127.0.0.1:{link_port}"))
+                .arg(link.to_string())
                 .args(["--method", &o.method])
                 .arg("--ca")
                 .arg(k("ca.pem"))
@@ -196,6 +227,17 @@ impl Pair {
     /// The client half's port on 127.0.0.1: applications connect here as to PostgreSQL.
     pub fn client_port(&self) -> u16 {
         self.client_port
+    }
+
+    /// The halves' process ids, labelled `tunnel client` and `tunnel server`, for their CPU time.
+    pub fn pids(&self) -> Vec<(String, u32)> {
+        [
+            ("tunnel client", &self.client),
+            ("tunnel server", &self.server),
+        ]
+        .into_iter()
+        .filter_map(|(label, child)| Some((label.to_string(), child.as_ref()?.id())))
+        .collect()
     }
 
     /// Stops both halves with SIGTERM (they drain and write their final stats) and returns the

@@ -41,6 +41,65 @@ Examples:\n  pgcompress bench read\n  pgcompress bench read --runs 9 /archive/wa
     Archive(BenchArchiveArgs),
     /// PostgreSQL's own logical-decoding spill against our compressed consumer-side spill, per workload.
     Spill(BenchSpillArgs),
+    /// The tunnel against a direct link, a socat relay and `ssh -C` on a shaped link between two
+    /// network namespaces: bytes on the wire, time, TPS and CPU per workload.
+    Tunnel(BenchTunnelArgs),
+}
+
+/// Arguments of `pgcompress bench tunnel`.
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Needs root (network namespaces). Creates two network namespaces joined by a veth pair, starts a throwaway \
+PostgreSQL 15+ in the server namespace (listening on its veth address and its Unix socket) and runs every \
+client program (psql, pg_dump, pg_restore, pgbench, pg_basebackup) in the client namespace. At each --rate \
+the link is shaped with tc tbf on both veth ends; each configuration then runs each workload: direct (to \
+PostgreSQL's veth address), socat (a TCP relay in each namespace), the tunnel (client half in the client \
+namespace, server half beside PostgreSQL) with each method, and an OpenSSH `ssh -C` port forward through \
+an sshd the bench starts. Bytes are the veth's kernel counters.\n\n\
+Workloads: load (COPY FROM of the 8 TPC-H tables with psql \\copy), dump (pg_dump -Fc to a file), restore \
+(pg_restore -j 2 into an empty database), copy-out (COPY lineitem TO STDOUT), select (SELECT * FROM \
+lineitem through psql), pgbench-S and tpcb (8 clients, --pgbench-time seconds), basebackup \
+(pg_basebackup -X stream). Every result is checked: row counts, SHA-256 against the same read over the \
+Unix socket, pg_restore -l, pg_verifybackup.\n\n\
+TPC-H data comes from tpchgen-cli, generated once per scale into --cache. scripts/bench-tools.sh installs \
+tpchgen-cli (compiled from crates.io: minutes), socat and OpenSSH when missing; the bench runs it itself.\n\n\
+Examples:\n  pgcompress bench tunnel\n  \
+pgcompress bench tunnel --rate 50 --workloads load,restore --configs direct,zstd:1,auto,ssh\n  \
+pgcompress bench tunnel --scale 0.1 --json > tunnel.json\n  \
+pgcompress bench tunnel --rate none --workloads pgbench-S --configs socat,auto --pgbench-time 30\n  \
+pgcompress bench tunnel --html tunnel.html\n\n\
+Exit status: 0 figures printed; 1 a run failed or its check did not match; 2 bad usage, PostgreSQL or a \
+tool missing or failing, not root.")]
+pub struct BenchTunnelArgs {
+    /// Link rates in Mbit/s, separated by commas; `none` for an unshaped link.
+    #[arg(long, value_name = "MBIT,...", default_value = bench::tunnel::run::DEFAULT_RATES)]
+    pub rate: String,
+    /// TPC-H scale factor (1 is about 1 GB of CSV).
+    #[arg(long, value_name = "SF", default_value_t = 1.0)]
+    pub scale: f64,
+    /// Workloads, separated by commas: load, dump, restore, copy-out, select, pgbench-S, tpcb,
+    /// basebackup, or all.
+    #[arg(long, value_name = "NAME,...", default_value = bench::tunnel::run::DEFAULT_WORKLOADS)]
+    pub workloads: String,
+    /// Configurations, separated by commas: direct, socat, ssh (ssh -C), or a tunnel method (none,
+    /// lz4, zstd:1, zstd:3, auto, ...).
+    #[arg(long, value_name = "NAME,...", default_value = bench::tunnel::run::DEFAULT_CONFIGS)]
+    pub configs: String,
+    /// Seconds each pgbench run lasts (-T).
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    pub pgbench_time: u32,
+    /// pgbench's scale factor for its tables (pgbench -i -s).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub pgbench_scale: u32,
+    /// Directory for the generated TPC-H data (default: ~/.cache/pgcompress/tpch).
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
+    /// Print one JSON object instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write an HTML report with charts to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 /// Arguments of `pgcompress bench spill`.
