@@ -1,7 +1,12 @@
 //! Machine figures from /proc (proc(5)): load, CPU stolen by the host, the CPU model, and the CPU time of a
-//! process tree. Clock ticks per second come from the system (`sysconf(_SC_CLK_TCK)`).
+//! process tree. Clock ticks per second come from the system (`sysconf(_SC_CLK_TCK)`). Also the hash of a child
+//! process's standard output.
 
+use crate::error::{Error, IoContext, Result};
+use sha2::{Digest, Sha256};
+use std::io::Read;
 use std::path::Path;
+use std::process::{Command, Stdio};
 
 /// Clock ticks per second in which /proc reports CPU times; `None` if the system does not say.
 pub fn ticks_per_second() -> Option<f64> {
@@ -126,6 +131,50 @@ pub fn server_cpu_s(postmaster: u32) -> Option<f64> {
         }
     }
     Some(total as f64 / ticks)
+}
+
+/// Runs `cmd` to its end, its standard input empty, and returns the byte count and SHA-256 (hex) of its
+/// standard output, read as it comes; `what` names the step in errors. Fails on a non-zero exit with what it
+/// printed on standard error.
+pub fn hash_stdout(cmd: &mut Command, what: &str) -> Result<(u64, String)> {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| Error::Spawn {
+            what: what.into(),
+            program: cmd.get_program().to_string_lossy().into_owned(),
+            source,
+        })?;
+    let mut stdout = child
+        .stdout
+        .take()
+        .ok_or(Error::Internal("stdout not piped"))?;
+    let mut hash = Sha256::new();
+    let mut len = 0u64;
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = stdout
+            .read(&mut buf)
+            .io(|| format!("reading the output of {what}"))?;
+        if n == 0 {
+            break;
+        }
+        hash.update(&buf[..n]);
+        len += n as u64;
+    }
+    let out = child
+        .wait_with_output()
+        .io(|| format!("waiting for {what}"))?;
+    if !out.status.success() {
+        return Err(Error::Failed {
+            what: what.into(),
+            status: out.status,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        });
+    }
+    Ok((len, archive::container::hex(&hash.finalize())))
 }
 
 #[cfg(test)]

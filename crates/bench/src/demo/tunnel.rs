@@ -2,16 +2,14 @@
 //! directly and through a tunnel pair, the two outputs compared by hash and the bytes on the link
 //! set against the PostgreSQL protocol bytes a direct connection carries.
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Result};
+use crate::sys::hash_stdout;
 use crate::tunnel::{Pair, PairOptions};
 use advise::fmt::bytes;
 use pgtest::Cluster;
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
-use std::io::Read;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Instant;
 
 /// The statement the section runs both ways.
@@ -79,47 +77,10 @@ impl TunnelSection {
 fn copy_out(cluster: &Cluster, db: &str, host: &str, port: u16) -> Result<(u64, String, f64)> {
     let what = format!("psql -h {host} -p {port} -c {COPY:?}");
     let started = Instant::now();
-    let mut child = cluster
-        .command("psql")
-        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-U", pgtest::SUPERUSER])
-        .args(["-h", host, "-p", &port.to_string(), "-d", db, "-c", COPY])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|source| Error::Spawn {
-            what: what.clone(),
-            program: "psql".into(),
-            source,
-        })?;
-    let mut stdout = child
-        .stdout
-        .take()
-        .ok_or(Error::Internal("stdout not piped"))?;
-    let mut hash = Sha256::new();
-    let mut len = 0u64;
-    let mut buf = vec![0u8; 256 * 1024];
-    loop {
-        let n = stdout
-            .read(&mut buf)
-            .io(|| format!("reading the output of {what}"))?;
-        if n == 0 {
-            break;
-        }
-        hash.update(&buf[..n]);
-        len += n as u64;
-    }
-    let out = child
-        .wait_with_output()
-        .io(|| format!("waiting for {what}"))?;
-    if !out.status.success() {
-        return Err(Error::Failed {
-            what,
-            status: out.status,
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-        });
-    }
-    let hex = archive::container::hex(&hash.finalize());
+    let mut cmd = cluster.command("psql");
+    cmd.args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-U", pgtest::SUPERUSER])
+        .args(["-h", host, "-p", &port.to_string(), "-d", db, "-c", COPY]);
+    let (len, hex) = hash_stdout(&mut cmd, &what)?;
     Ok((len, hex, started.elapsed().as_secs_f64()))
 }
 

@@ -4,10 +4,9 @@
 
 use super::tpch::{self, Data};
 use crate::error::{Error, IoContext, Result};
+use crate::sys::hash_stdout;
 use pgtest::PgInstall;
-use sha2::{Digest, Sha256};
 use std::ffi::OsStr;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -255,7 +254,7 @@ impl Env<'_> {
                 let mut cmd = self.client_cmd("psql", ep, TPCH_DB);
                 cmd.args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-c", COPY_OUT]);
                 meter.start()?;
-                let got = hash_stdout(cmd, "psql -c COPY lineitem TO STDOUT")?;
+                let got = hash_stdout(&mut cmd, "psql -c COPY lineitem TO STDOUT")?;
                 meter.stop()?;
                 Ok(compare_hash(got, self.reference.copy_out.as_ref()))
             }
@@ -263,7 +262,7 @@ impl Env<'_> {
                 let mut cmd = self.client_cmd("psql", ep, TPCH_DB);
                 select_args(&mut cmd);
                 meter.start()?;
-                let got = hash_stdout(cmd, "psql -c SELECT * FROM lineitem")?;
+                let got = hash_stdout(&mut cmd, "psql -c SELECT * FROM lineitem")?;
                 meter.stop()?;
                 Ok(compare_hash(got, self.reference.select.as_ref()))
             }
@@ -437,12 +436,12 @@ pub fn prepare(env: &Env<'_>, workloads: &[Workload], pgbench_scale: u32) -> Res
     if workloads.contains(&Workload::CopyOut) {
         let mut cmd = env.local_cmd("psql", TPCH_DB);
         cmd.args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-c", COPY_OUT]);
-        r.copy_out = Some(hash_stdout(cmd, "psql -c COPY lineitem TO STDOUT")?);
+        r.copy_out = Some(hash_stdout(&mut cmd, "psql -c COPY lineitem TO STDOUT")?);
     }
     if workloads.contains(&Workload::Select) {
         let mut cmd = env.local_cmd("psql", TPCH_DB);
         select_args(&mut cmd);
-        r.select = Some(hash_stdout(cmd, "psql -c SELECT * FROM lineitem")?);
+        r.select = Some(hash_stdout(&mut cmd, "psql -c SELECT * FROM lineitem")?);
     }
     if workloads.iter().any(|w| w.uses_pgbench()) {
         env.fresh_db(PGBENCH_DB)?;
@@ -456,48 +455,6 @@ pub fn prepare(env: &Env<'_>, workloads: &[Workload], pgbench_scale: u32) -> Res
 /// Runs a client program to its end; fails with what it printed when it fails.
 fn run(cmd: &mut Command) -> Result<Output> {
     Ok(pgtest::run::run_as_current_user(cmd, None, CLIENT_TIMEOUT)?)
-}
-
-/// Runs `cmd` and returns the bytes and SHA-256 of its standard output.
-fn hash_stdout(mut cmd: Command, what: &str) -> Result<(u64, String)> {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|source| Error::Spawn {
-            what: what.into(),
-            program: cmd.get_program().to_string_lossy().into_owned(),
-            source,
-        })?;
-    let mut stdout = child
-        .stdout
-        .take()
-        .ok_or(Error::Internal("stdout not piped"))?;
-    let mut hash = Sha256::new();
-    let mut len = 0u64;
-    let mut buf = vec![0u8; 256 * 1024];
-    loop {
-        let n = stdout
-            .read(&mut buf)
-            .io(|| format!("reading the output of {what}"))?;
-        if n == 0 {
-            break;
-        }
-        hash.update(&buf[..n]);
-        len += n as u64;
-    }
-    let out = child
-        .wait_with_output()
-        .io(|| format!("waiting for {what}"))?;
-    if !out.status.success() {
-        return Err(Error::Failed {
-            what: what.into(),
-            status: out.status,
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-        });
-    }
-    Ok((len, archive::container::hex(&hash.finalize())))
 }
 
 /// The check of a hashed output against the reference's.
