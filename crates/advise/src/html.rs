@@ -204,8 +204,9 @@ fn mb_per_s(ns_per_mb: f64) -> String {
     }
 }
 
-/// A "nice" tick step (1, 2 or 5 × 10^k) giving about `n` ticks over `range`.
-fn nice_step(range: f64, n: f64) -> f64 {
+/// A "nice" tick step (1, 2 or 5 × 10^k) giving about `n` ticks over `range` (a chart axis's span in
+/// its own unit); a range at or below zero gives a tiny positive step (about 1e-9), never zero or NaN.
+pub fn nice_step(range: f64, n: f64) -> f64 {
     let raw = (range / n).max(1e-9);
     let mag = 10f64.powf(raw.log10().floor());
     let f = raw / mag;

@@ -11,7 +11,7 @@ use super::{
     bytes, cpu_list, heading, rate_label, secs, times, Measurement, TunnelReport, DIRECT, SOCAT,
     SSH_C,
 };
-use advise::html::esc;
+use advise::html::{esc, nice_step};
 use std::fmt::Write as _;
 
 /// Width of every chart, in SVG user units (CSS pixels).
@@ -345,23 +345,6 @@ impl Chart<'_> {
         );
         o
     }
-}
-
-/// A "nice" tick step (1, 2 or 5 × 10^k) giving about `n` ticks over `range`.
-fn nice_step(range: f64, n: f64) -> f64 {
-    let raw = (range / n).max(1e-9);
-    let mag = 10f64.powf(raw.log10().floor());
-    let f = raw / mag;
-    let m = if f <= 1.0 {
-        1.0
-    } else if f <= 2.0 {
-        2.0
-    } else if f <= 5.0 {
-        5.0
-    } else {
-        10.0
-    };
-    m * mag
 }
 
 /// A tick label without the zeros that only say how precise a measured value is: `10.0 s` is `10 s`,
