@@ -284,18 +284,7 @@ impl Env<'_> {
         meter.start()?;
         run(&mut cmd)?;
         meter.stop()?;
-        let counts = self.sql(LOAD_DB, &tpch::count_sql())?;
-        self.sql("postgres", &format!("DROP DATABASE {LOAD_DB}"))?;
-        Ok(Outcome {
-            check: match tpch::compare_counts(data, &counts) {
-                None => format!(
-                    "row counts equal ({} rows)",
-                    data.rows.values().sum::<u64>()
-                ),
-                Some(bad) => format!("FAILED: {bad}"),
-            },
-            ..Outcome::default()
-        })
+        self.counts_then_drop(LOAD_DB, data)
     }
 
     fn dump(&self, ep: &Endpoint, tag: &str, meter: &mut dyn Meter) -> Result<Outcome> {
@@ -327,8 +316,13 @@ impl Env<'_> {
         meter.start()?;
         run(&mut cmd)?;
         meter.stop()?;
-        let counts = self.sql(RESTORE_DB, &tpch::count_sql())?;
-        self.sql("postgres", &format!("DROP DATABASE {RESTORE_DB}"))?;
+        self.counts_then_drop(RESTORE_DB, data)
+    }
+
+    /// Counts the rows of the TPC-H tables in `db`, drops `db`, and checks the counts against `data`.
+    fn counts_then_drop(&self, db: &str, data: &Data) -> Result<Outcome> {
+        let counts = self.sql(db, &tpch::count_sql())?;
+        self.sql("postgres", &format!("DROP DATABASE {db}"))?;
         Ok(Outcome {
             check: match tpch::compare_counts(data, &counts) {
                 None => format!(
