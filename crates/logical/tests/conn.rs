@@ -11,7 +11,7 @@ use pgtest::Cluster;
 fn cluster() -> Cluster {
     let c = Cluster::builder()
         .guc("wal_level", "logical")
-        .guc("listen_addresses", "127.0.0.1")
+        .listen_tcp(true)
         .start()
         .expect("start cluster");
     c.psql(

@@ -233,7 +233,7 @@ fn peers_without_valid_credentials_never_reach_postgresql() {
 #[test]
 fn authentication_is_never_compressed() {
     let cluster = Cluster::builder()
-        .guc("listen_addresses", "127.0.0.1")
+        .listen_tcp(true)
         .guc("password_encryption", "scram-sha-256")
         .start()
         .expect("cluster");
