@@ -271,21 +271,22 @@ impl<T> IoContext<T> for std::io::Result<T> {
     }
 }
 
+/// An error with its causes as the binary prints them (`{:#}` of anyhow): every error's own
+/// words, joined with ": ".
+pub(crate) fn chain(e: &Error) -> String {
+    let mut out = e.to_string();
+    let mut cur: &dyn std::error::Error = e;
+    while let Some(s) = cur.source() {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        cur = s;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The chain as the binary prints it (`{:#}` of anyhow): every error's own words, joined with ": ".
-    fn chain(e: &Error) -> String {
-        let mut out = e.to_string();
-        let mut cur: &dyn std::error::Error = e;
-        while let Some(s) = cur.source() {
-            out.push_str(": ");
-            out.push_str(&s.to_string());
-            cur = s;
-        }
-        out
-    }
 
     #[test]
     fn context_and_io_keep_their_source() {

@@ -11,7 +11,7 @@ use super::relay::{tree_cpu_seconds, PgTarget, SocatPair, SshForward};
 use super::report::{rate_label, Measurement, TunnelReport};
 use super::workload::{self, Endpoint, Env, Meter, Outcome, Workload};
 use super::{tools, tpch, Pair, PairOptions, Placement};
-use crate::error::{Context, Error, IoContext, Result};
+use crate::error::{chain, Context, Error, IoContext, Result};
 use crate::sys::{cpu_model, load_average, postmaster_pid, server_cpu_s};
 use crate::{check_cancelled, Progress};
 use pgtest::netns::{NetLink, Side, VethBytes};
@@ -568,18 +568,6 @@ fn measurement(
         cpu_s: cpu,
         check: o.check,
     }
-}
-
-/// An error with its causes, `a: b: c`.
-fn chain(e: &Error) -> String {
-    let mut out = e.to_string();
-    let mut cur: &dyn std::error::Error = e;
-    while let Some(s) = cur.source() {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        cur = s;
-    }
-    out
 }
 
 #[cfg(test)]
