@@ -21,11 +21,6 @@ command -v cc >/dev/null 2>&1 || missing+=(build-essential)
 # Python with venv for moto_server, the S3-compatible server of the archive tests.
 PYTHON=/usr/bin/python3
 "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3 python3-venv)
-# The peers `bench tunnel` measures the tunnel against: a plain TCP relay pair (socat) and an `ssh -C` port
-# forward through an sshd the bench starts with its own config, keys and port.
-command -v socat >/dev/null 2>&1 || missing+=(socat)
-command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
-[ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 
 if ((${#missing[@]})); then
     echo "setup: installing ${missing[*]}" >&2
@@ -34,14 +29,8 @@ if ((${#missing[@]})); then
         exit 1
     fi
     export DEBIAN_FRONTEND=noninteractive
-    # openssh-server's postinst would start the system's sshd on port 22; the bench needs only the binary.
-    # A policy-rc.d answering 101 ("action forbidden") keeps every service down while installing.
-    if [[ " ${missing[*]} " == *" openssh-server "* && ! -e /usr/sbin/policy-rc.d ]]; then
-        printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
-        chmod 755 /usr/sbin/policy-rc.d
-        trap 'rm -f /usr/sbin/policy-rc.d' EXIT
-    fi
     apt-get update -qq
+    export PGCOMPRESS_APT_UPDATED=1  # for bench-tools.sh below
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
@@ -103,4 +92,6 @@ for c in rustfmt clippy; do
     fi
 done
 bash "$(dirname "$0")/chromium.sh"  # headless browser for the wal advise --html report test
+# socat, OpenSSH, ip/tc and tpchgen-cli: the peers and the data of `bench tunnel` (crates/cli/tests/bench_tunnel.rs)
+bash "$(dirname "$0")/bench-tools.sh"
 echo "setup: ok ($(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | tail -n 1); moto $MOTO_VERSION, pg8000 $PG8000_VERSION in $VENV)" >&2

@@ -8,9 +8,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
-# tpchgen-cli for crates/cli/tests/bench_tunnel.rs: compiled once per machine (several minutes, then
-# only checked), so it is here and not in setup.sh.
-bash scripts/bench-tools.sh
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"

@@ -54,13 +54,13 @@ fn missing() -> Vec<&'static str> {
     m
 }
 
-/// Makes sure every program is there, running scripts/bench-tools.sh (apt-get, cargo install) when
+/// Makes sure every program is there, running scripts/bench-tools.sh (apt-get, pip) when
 /// one is missing; returns tpchgen-cli.
 pub fn ensure(p: &dyn Progress) -> Result<PathBuf> {
     let missing = missing();
     if !missing.is_empty() {
         p.step(format!(
-            "installing {} with scripts/bench-tools.sh (tpchgen-cli compiles for several minutes)",
+            "installing {} with scripts/bench-tools.sh",
             missing.join(", ")
         ));
         let status = Command::new("bash")

@@ -62,7 +62,7 @@ lineitem through psql), pgbench-S and tpcb (8 clients, --pgbench-time seconds), 
 (pg_basebackup -X stream). Every result is checked: row counts, SHA-256 against the same read over the \
 Unix socket, pg_restore -l, pg_verifybackup.\n\n\
 TPC-H data comes from tpchgen-cli, generated once per scale into --cache. scripts/bench-tools.sh installs \
-tpchgen-cli (compiled from crates.io: minutes), socat and OpenSSH when missing; the bench runs it itself.\n\n\
+tpchgen-cli (from PyPI, or compiled from crates.io where pip has no wheel), socat and OpenSSH when missing; the bench runs it itself.\n\n\
 Examples:\n  pgcompress bench tunnel\n  \
 pgcompress bench tunnel --rate 50 --workloads load,restore --configs direct,zstd:1,auto,ssh\n  \
 pgcompress bench tunnel --scale 0.1 --json > tunnel.json\n  \
