@@ -5,9 +5,8 @@
 //! configurations' colours.
 
 use bench::tunnel::report::{Measurement, TunnelReport};
+use pgtest::browser::{Chromium, Screenshot};
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::{Command, Output};
 
 const RATES: [Option<u64>; 3] = [Some(50), Some(1000), None];
 const CONFIGS: [&str; 8] = [
@@ -24,51 +23,6 @@ const CONFIGS: [&str; 8] = [
 const ZSTD1_RGB: [u8; 3] = [0x1f, 0x5f, 0xbf];
 const AUTO_RGB: [u8; 3] = [0x12, 0x80, 0x5c];
 const SSH_RGB: [u8; 3] = [0xe0, 0x7b, 0x00];
-
-/// Fails, rather than skips, when Chromium is missing: the acceptance test of the report is that a real
-/// browser renders it.
-fn require_chromium() {
-    let ok = Command::new("chromium")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "chromium is not installed: run `bash scripts/setup.sh` (it installs Debian's chromium \
-         through scripts/chromium.sh), then rerun this test"
-    );
-}
-
-/// Runs headless Chromium on `page` with the flags that keep it quiet on a closed network and working as
-/// root, plus `extra`; at most 90 s.
-fn chromium(page: &Path, extra: &[&str]) -> Output {
-    let profile = tempfile::tempdir().expect("profile dir");
-    let out = Command::new("timeout")
-        .arg("90")
-        .arg("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .args(extra)
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .expect("run chromium");
-    assert!(
-        out.status.success(),
-        "chromium {extra:?} failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
 
 /// A full-sized report: every configuration at every rate for the load, pgbench -S unshaped only, and
 /// `ssh -C` missing at 50 Mbit/s (skipped, with a note).
@@ -128,25 +82,11 @@ fn count(hay: &str, needle: &str) -> usize {
     hay.matches(needle).count()
 }
 
-/// Decodes an RGB(A) PNG: (width, height, bytes per pixel, pixels).
-fn decode_png(path: &Path) -> (usize, usize, usize, Vec<u8>) {
-    let mut dec = png::Decoder::new(std::fs::File::open(path).expect("open png"));
-    dec.set_transformations(png::Transformations::normalize_to_color8());
-    let mut reader = dec.read_info().expect("png header");
-    let mut buf = vec![0; reader.output_buffer_size()];
-    let info = reader.next_frame(&mut buf).expect("png frame");
-    let bpp = match info.color_type {
-        png::ColorType::Rgb => 3,
-        png::ColorType::Rgba => 4,
-        other => panic!("unexpected PNG colour type {other:?}"),
-    };
-    buf.truncate(info.buffer_size());
-    (info.width as usize, info.height as usize, bpp, buf)
-}
-
 #[test]
 fn html_report_from_a_report_file_renders_in_chromium() {
-    require_chromium();
+    // Fails, rather than skips, when Chromium is missing: the acceptance test of the report is that a
+    // real browser renders it.
+    let chromium = Chromium::find().unwrap_or_else(|e| panic!("{e}"));
     let dir = tempfile::tempdir().expect("tempdir");
     // The report file, as `--json` writes it, read back as the renderer's input.
     let json = dir.path().join("report.json");
@@ -181,7 +121,7 @@ fn html_report_from_a_report_file_renders_in_chromium() {
     );
 
     // (b) Chromium's DOM: the charts and every bar are there once a browser parsed the page.
-    let dom = String::from_utf8(chromium(&page, &["--dump-dom"]).stdout).expect("utf-8 DOM");
+    let dom = chromium.dom(&page).expect("chromium --dump-dom");
     assert_eq!(count(&dom, "<svg id=\"chart-"), 4, "DOM charts");
     assert_eq!(count(&dom, "<rect class=\"bar\""), 2 * runs, "DOM bars");
     assert_eq!(count(&dom, "<tr class=\"run\""), runs, "DOM table rows");
@@ -189,28 +129,20 @@ fn html_report_from_a_report_file_renders_in_chromium() {
 
     // (c) The screenshot: a real image with the configurations' colours where the charts are.
     let shot = dir.path().join("report.png");
-    chromium(
-        &page,
-        &[
-            &format!("--screenshot={}", shot.display()),
-            "--window-size=1280,1400",
-        ],
-    );
-    let (w, h, bpp, px) = decode_png(&shot);
-    assert_eq!((w, h), (1280, 1400));
-    let mut colours = std::collections::HashSet::new();
-    let (mut zstd1, mut auto, mut ssh) = (0usize, 0usize, 0usize);
-    for p in px.chunks_exact(bpp) {
-        let rgb = [p[0], p[1], p[2]];
-        colours.insert(rgb);
-        zstd1 += usize::from(rgb == ZSTD1_RGB);
-        auto += usize::from(rgb == AUTO_RGB);
-        ssh += usize::from(rgb == SSH_RGB);
-    }
+    chromium
+        .screenshot(&page, 1280, 1400, &shot)
+        .expect("chromium --screenshot");
+    let shot = Screenshot::read(&shot).expect("screenshot");
+    assert_eq!((shot.width, shot.height), (1280, 1400));
+    let colours = shot.colours();
     assert!(
-        colours.len() > 100,
-        "only {} colours: the page did not render",
-        colours.len()
+        colours > 100,
+        "only {colours} colours: the page did not render"
+    );
+    let (zstd1, auto, ssh) = (
+        shot.count(ZSTD1_RGB),
+        shot.count(AUTO_RGB),
+        shot.count(SSH_RGB),
     );
     // Bars are 14 px high and tens of px long, in several charts: hundreds of pixels each.
     assert!(zstd1 > 300, "{zstd1} pixels of zstd:1's colour");

@@ -7,9 +7,9 @@
 mod common;
 
 use common::{pgcompress, phase};
+use pgtest::browser::{Chromium, Screenshot};
 use pgtest::Cluster;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::PathBuf;
 
 /// The candidates the test asks for: six, two of them not stock.
 const METHODS: &str = "off,pglz,lz4,zstd,zstd:9,lz4:9";
@@ -17,51 +17,6 @@ const CANDIDATES: usize = 6;
 /// The chart colours of stock and non-stock candidates (crates/advise/src/html.rs).
 const STOCK_RGB: [u8; 3] = [0x1f, 0x5f, 0xbf];
 const OTHER_RGB: [u8; 3] = [0xe0, 0x7b, 0x00];
-
-/// Fails, rather than skips, when Chromium is missing: the acceptance test of the
-/// report is that a real browser renders it.
-fn require_chromium() {
-    let ok = Command::new("chromium")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "chromium is not installed: run `bash scripts/setup.sh` (it installs Debian's chromium \
-         through scripts/chromium.sh), then rerun this test"
-    );
-}
-
-/// Runs headless Chromium on `page` with the flags that keep it quiet on a closed
-/// network and working as root, plus `extra`; at most 90 s.
-fn chromium(page: &Path, extra: &[&str]) -> Output {
-    let profile = tempfile::tempdir().expect("profile dir");
-    let out = Command::new("timeout")
-        .arg("90")
-        .arg("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .args(extra)
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .expect("run chromium");
-    assert!(
-        out.status.success(),
-        "chromium {extra:?} failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
 
 /// Real WAL with uncompressed images: pgbench after a checkpoint, on 1 MB segments.
 fn small_wal() -> (Cluster, Vec<PathBuf>) {
@@ -88,25 +43,11 @@ fn count(hay: &str, needle: &str) -> usize {
     hay.matches(needle).count()
 }
 
-/// Decodes an RGB(A) PNG: (width, height, bytes per pixel, pixels).
-fn decode_png(path: &Path) -> (usize, usize, usize, Vec<u8>) {
-    let mut dec = png::Decoder::new(std::fs::File::open(path).expect("open png"));
-    dec.set_transformations(png::Transformations::normalize_to_color8());
-    let mut reader = dec.read_info().expect("png header");
-    let mut buf = vec![0; reader.output_buffer_size()];
-    let info = reader.next_frame(&mut buf).expect("png frame");
-    let bpp = match info.color_type {
-        png::ColorType::Rgb => 3,
-        png::ColorType::Rgba => 4,
-        other => panic!("unexpected PNG colour type {other:?}"),
-    };
-    buf.truncate(info.buffer_size());
-    (info.width as usize, info.height as usize, bpp, buf)
-}
-
 #[test]
 fn html_report_renders_in_chromium() {
-    require_chromium();
+    // Fails, rather than skips, when Chromium is missing: the acceptance test of the report is that a
+    // real browser renders it.
+    let chromium = Chromium::find().unwrap_or_else(|e| panic!("{e}"));
     let (_cluster, files) = small_wal();
     let dir = tempfile::tempdir().expect("tempdir");
     let page = dir.path().join("out.html");
@@ -158,7 +99,7 @@ fn html_report_renders_in_chromium() {
     assert_eq!(left.len(), 1, "files left: {left:?}");
 
     // (b) Chromium's DOM: the charts are there once parsed by a browser.
-    let dom = String::from_utf8(chromium(&page, &["--dump-dom"]).stdout).expect("utf-8 DOM");
+    let dom = chromium.dom(&page).expect("chromium --dump-dom");
     assert!(
         dom.contains("id=\"chart-saving-vs-cpu\""),
         "DOM lacks scatter"
@@ -169,32 +110,21 @@ fn html_report_renders_in_chromium() {
 
     // The screenshot: a real image with the charts' colours in the chart region.
     let shot = dir.path().join("out.png");
-    chromium(
-        &page,
-        &[
-            &format!("--screenshot={}", shot.display()),
-            "--window-size=1280,2000",
-        ],
-    );
+    chromium
+        .screenshot(&page, 1280, 2000, &shot)
+        .expect("chromium --screenshot");
     let size = std::fs::metadata(&shot).expect("screenshot written").len();
     assert!(size > 20_000, "screenshot only {size} bytes");
-    let (w, h, bpp, px) = decode_png(&shot);
-    assert_eq!((w, h), (1280, 2000));
+    let shot = Screenshot::read(&shot).expect("screenshot");
+    assert_eq!((shot.width, shot.height), (1280, 2000));
     // Charts sit in the top 1300 pixel rows.
-    let region = &px[..w * 1300.min(h) * bpp];
-    let mut colours = std::collections::HashSet::new();
-    let (mut stock, mut other) = (0usize, 0usize);
-    for p in region.chunks_exact(bpp) {
-        let rgb = [p[0], p[1], p[2]];
-        colours.insert(rgb);
-        stock += usize::from(rgb == STOCK_RGB);
-        other += usize::from(rgb == OTHER_RGB);
-    }
+    let charts = shot.top(1300);
+    let colours = charts.colours();
     assert!(
-        colours.len() > 100,
-        "only {} colours: the page did not render",
-        colours.len()
+        colours > 100,
+        "only {colours} colours: the page did not render"
     );
+    let (stock, other) = (charts.count(STOCK_RGB), charts.count(OTHER_RGB));
     // Three stock bars and points, two others: hundreds of pixels of each colour.
     assert!(stock > 500, "{stock} pixels of the stock colour");
     assert!(other > 300, "{other} pixels of the non-stock colour");

@@ -23,6 +23,7 @@
 #![deny(missing_docs)]
 
 mod backup;
+pub mod browser;
 mod builder;
 mod cluster;
 mod error;
