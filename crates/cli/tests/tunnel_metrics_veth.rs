@@ -11,21 +11,7 @@ use std::time::{Duration, Instant};
 use pgtest::netns::{NetLink, Side};
 use pgtest::run::run_as_current_user;
 use pgtest::Cluster;
-use tunnel_support::{Keys, Tunnel};
-
-/// Under CI=true a machine without network namespaces fails; elsewhere the test says why it skipped.
-fn netns_or_skip() -> bool {
-    match NetLink::unavailable_reason() {
-        None => true,
-        Some(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("CI=true but network namespaces are unavailable: {why}")
-        }
-        Some(why) => {
-            eprintln!("skipped: network namespaces are unavailable: {why}");
-            false
-        }
-    }
-}
+use tunnel_support::{netns_or_skip, Keys, Tunnel};
 
 /// The Ethernet, IPv4 and TCP header bytes a veth frame adds to the TCP payload a half counts.
 ///

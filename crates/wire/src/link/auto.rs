@@ -2,18 +2,29 @@
 //! and switches at message boundaries with a Method frame (the peer's decoder follows).
 //!
 //! Sans-IO: [`AutoPolicy::observe`] takes what the pump measured since its last call and
-//! answers with the method to switch to, if any. The rules (docs/TUNNEL.md, "--method auto"):
+//! answers with the method to switch to, if any. The policy spends CPU on compression only
+//! where the link is the limit, and keeps a step only when it pays in throughput: the
+//! compressible bytes taken from the source per second. The rules (docs/TUNNEL.md, "--method
+//! auto"):
 //!
 //! - **Idle or interactive**: until the compressible traffic of a direction reaches
-//!   [`ACTIVE_RATE`] over an interval, or [`BULK_BURST`] bytes within one, it is sent
-//!   verbatim (method none): small queries and rows cost nothing. Bulk traffic starts at
-//!   [`START`] (zstd:1); after [`QUIET_INTERVALS`] quiet intervals the direction goes back to
-//!   none and its context is dropped.
-//! - **Link bound** (the pump waited on link writes for at least half the interval): one step
-//!   up the [`LADDER`], up to its top or to the ceiling a CPU-bound interval left.
+//!   [`ACTIVE_RATE`] over an interval it is sent verbatim (method none), and so is bulk traffic
+//!   until the link makes it wait: small queries and rows, and transfers a fast link keeps up
+//!   with, cost nothing. After [`QUIET_INTERVALS`] quiet intervals a bulk direction goes back
+//!   to idle at none and its context is dropped.
+//! - **Link bound** (the pump waited on link writes for at least half the interval): a trial
+//!   one step up the [`LADDER`]. A trial ignores [`TRIAL_SKIP`] intervals (the socket still
+//!   holds the old level's bytes), then measures [`TRIAL_INTERVALS`], and keeps the step only
+//!   if throughput rose to [`UP_GAIN`] hundredths of the level below's; otherwise it steps back
+//!   and closes the levels above for [`CEILING_INTERVALS`] intervals, twice as long after each
+//!   failed trial in a row (up to [`BACKOFF_MAX`] times). On cores shared with PostgreSQL and
+//!   its client, compressing can slow a transfer even while it waits on the link.
+//! - **Link idle** (writes waited under a fifth of each of [`DOWN_INTERVALS`] intervals in a
+//!   row), or link bound with the way up closed: a trial one step down, kept if throughput
+//!   holds to [`DOWN_KEEP`] hundredths; one that loses throughput steps back and closes the
+//!   levels below the same way.
 //! - **CPU bound** (the encoder took at least half the interval while the link and the source
-//!   both waited little): one step down, and the level above becomes a ceiling for
-//!   [`CEILING_INTERVALS`] intervals so the policy does not climb straight back.
+//!   both waited little): one step down at once; the level above becomes a ceiling.
 //! - **Incompressible**: once [`RATIO_WINDOW`] bytes were compressed at a ratio worse than
 //!   [`INCOMPRESSIBLE`], the direction falls back to none; after [`PROBE_FIRST`] more bytes it
 //!   probes the level it left with one more window, and each failed probe doubles the wait (up
@@ -31,19 +42,26 @@ pub const LADDER: [Level; 5] = [
     Level::Zstd(3),
     Level::Zstd(6),
 ];
-/// Index in [`LADDER`] where bulk traffic starts (zstd:1).
-pub const START: usize = 2;
 /// Shortest interval the policy judges pressure over.
 pub const INTERVAL: Duration = Duration::from_millis(200);
 /// Compressible bytes per second above which a direction counts as bulk.
 pub const ACTIVE_RATE: u64 = 512 * 1024;
-/// Compressible bytes that make an idle direction bulk at once, without waiting for the end of
-/// the interval (on a fast link a whole interval of bulk traffic would go verbatim).
-pub const BULK_BURST: u64 = 256 * 1024;
 /// Quiet intervals in a row after which a bulk direction goes back to none.
 pub const QUIET_INTERVALS: u32 = 10;
-/// Intervals a CPU-bound step down keeps the level above it closed.
+/// Intervals after a switch that a trial does not measure.
+pub const TRIAL_SKIP: u32 = 1;
+/// Intervals over which a trial measures the throughput of the level it tries.
+pub const TRIAL_INTERVALS: u32 = 2;
+/// Throughput a step up must reach, in hundredths of the level below's (103: 3 % more).
+pub const UP_GAIN: u64 = 103;
+/// Throughput a step down must keep, in hundredths of the level above's.
+pub const DOWN_KEEP: u64 = 97;
+/// Intervals in a row with the link idle before a step down is tried.
+pub const DOWN_INTERVALS: u32 = 3;
+/// Intervals a failed trial or a CPU-bound step down keeps the way it went closed.
 pub const CEILING_INTERVALS: u32 = 25;
+/// Most times [`CEILING_INTERVALS`] a way stays closed after failed trials in a row.
+pub const BACKOFF_MAX: u32 = 8;
 /// Compressed bytes over which the ratio is judged.
 pub const RATIO_WINDOW: u64 = 1024 * 1024;
 /// Link bytes per PostgreSQL byte above which a window counts as incompressible (in
@@ -55,8 +73,7 @@ pub const PROBE_FIRST: u64 = 8 * 1024 * 1024;
 pub const PROBE_MAX: u64 = 256 * 1024 * 1024;
 /// Fraction (in hundredths) of an interval spent on an activity that makes it the bottleneck.
 const BUSY: u32 = 50;
-/// Fraction (in hundredths) below which the other activities count as idle in a CPU-bound
-/// interval.
+/// Fraction (in hundredths) below which an activity counts as idle.
 const IDLE: u32 = 20;
 
 /// One rung of [`LADDER`].
@@ -138,18 +155,104 @@ enum Mode {
     Holding { resume: usize, left: u64 },
 }
 
+/// Compressible bytes taken from the source over some time: a throughput.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Rate {
+    bytes: u64,
+    time: Duration,
+}
+
+impl Rate {
+    fn of(o: &Observation) -> Rate {
+        Rate {
+            bytes: o.eligible,
+            time: o.elapsed,
+        }
+    }
+
+    fn add(&mut self, r: Rate) {
+        self.bytes += r.bytes;
+        self.time += r.time;
+    }
+
+    /// Whether this rate is at least `hundredths` of `base`.
+    fn at_least(&self, base: &Rate, hundredths: u64) -> bool {
+        // bytes / time >= base.bytes / base.time * h / 100, without division.
+        u128::from(self.bytes) * base.time.as_micros() * 100
+            >= u128::from(base.bytes) * self.time.as_micros() * u128::from(hundredths)
+    }
+}
+
+/// A step on trial: kept or undone once the new level's throughput is measured.
+#[derive(Clone, Copy, Debug)]
+struct Trial {
+    /// The level stepped from.
+    from: usize,
+    /// Its throughput just before the step.
+    base: Rate,
+    /// Intervals still to ignore.
+    skip: u32,
+    /// What the new level moved, and over how many intervals.
+    got: Rate,
+    intervals: u32,
+}
+
+/// A way (up or down the ladder) closed for a while, and how long the next closing lasts.
+#[derive(Clone, Copy, Debug)]
+struct Gate {
+    /// The last level open in this direction of travel.
+    limit: usize,
+    /// Intervals until it opens again (0: open).
+    left: u32,
+    /// Intervals the next closing lasts.
+    next: u32,
+}
+
+impl Gate {
+    fn open(limit: usize) -> Gate {
+        Gate {
+            limit,
+            left: 0,
+            next: CEILING_INTERVALS,
+        }
+    }
+
+    /// Closes the way beyond `at` for the current backoff, and doubles it.
+    fn close(&mut self, at: usize) {
+        self.limit = at;
+        self.left = self.next;
+        self.next = (self.next * 2).min(CEILING_INTERVALS * BACKOFF_MAX);
+    }
+
+    /// One interval passed; `end` is the limit when open.
+    fn tick(&mut self, end: usize) {
+        if self.left > 0 {
+            self.left -= 1;
+            if self.left == 0 {
+                self.limit = end;
+            }
+        }
+    }
+}
+
 /// The decision state of one direction of one connection.
 #[derive(Clone, Debug)]
 pub struct AutoPolicy {
     level: usize,
     mode: Mode,
-    /// Highest level allowed, and for how many more intervals.
-    ceiling: usize,
-    ceiling_left: u32,
+    /// Highest level allowed: lowered by failed steps up and CPU-bound steps down.
+    up: Gate,
+    /// Lowest level allowed: raised by failed steps down.
+    down: Gate,
     /// Wait before the next probe if the current window proves incompressible again.
     next_wait: u64,
     /// The pressure interval being filled.
     pressure: Observation,
+    /// Throughput at the current level over the last interval, outside trials.
+    recent: Rate,
+    trial: Option<Trial>,
+    /// Intervals in a row the link was idle.
+    link_idle: u32,
     /// The ratio window being filled.
     ratio_raw: u64,
     ratio_link: u64,
@@ -162,16 +265,21 @@ impl Default for AutoPolicy {
     }
 }
 
+const TOP: usize = LADDER.len() - 1;
+
 impl AutoPolicy {
     /// A direction that starts idle, at none.
     pub fn new() -> Self {
         AutoPolicy {
             level: 0,
             mode: Mode::Idle,
-            ceiling: LADDER.len() - 1,
-            ceiling_left: 0,
+            up: Gate::open(TOP),
+            down: Gate::open(0),
             next_wait: PROBE_FIRST,
             pressure: Observation::default(),
+            recent: Rate::default(),
+            trial: None,
+            link_idle: 0,
             ratio_raw: 0,
             ratio_link: 0,
             switches: 0,
@@ -198,7 +306,7 @@ impl AutoPolicy {
             if left == 0 {
                 // Probe: one ratio window at the level that was left.
                 self.mode = Mode::Bulk { quiet: 0 };
-                self.level = resume;
+                self.set(resume);
                 self.ratio_raw = 0;
                 self.ratio_link = 0;
                 self.pressure = Observation::default();
@@ -217,7 +325,7 @@ impl AutoPolicy {
                     left: self.next_wait,
                 };
                 self.next_wait = (self.next_wait * 2).min(PROBE_MAX);
-                self.level = 0;
+                self.set(0);
                 self.pressure = Observation::default();
                 return self.decided(before);
             }
@@ -225,12 +333,6 @@ impl AutoPolicy {
             self.next_wait = PROBE_FIRST;
         }
         self.pressure.add(o);
-        if self.mode == Mode::Idle && self.pressure.eligible >= BULK_BURST {
-            self.mode = Mode::Bulk { quiet: 0 };
-            self.level = START.min(self.ceiling);
-            self.pressure = Observation::default();
-            return self.decided(before);
-        }
         if self.pressure.elapsed < INTERVAL {
             return None;
         }
@@ -247,50 +349,126 @@ impl AutoPolicy {
         Some(LADDER[self.level].spec())
     }
 
+    /// Moves to `level` outside any trial, forgetting the throughput measured at the old one.
+    fn set(&mut self, level: usize) {
+        self.level = level;
+        self.trial = None;
+        self.recent = Rate::default();
+        self.link_idle = 0;
+    }
+
+    /// Steps to `to` on trial, with the throughput measured here as the base.
+    fn try_step(&mut self, to: usize) {
+        self.trial = Some(Trial {
+            from: self.level,
+            base: self.recent,
+            skip: TRIAL_SKIP,
+            got: Rate::default(),
+            intervals: 0,
+        });
+        self.level = to;
+        self.recent = Rate::default();
+        self.link_idle = 0;
+    }
+
     /// Judges one whole pressure interval.
     fn interval(&mut self, p: &Observation) {
-        if self.ceiling_left > 0 {
-            self.ceiling_left -= 1;
-            if self.ceiling_left == 0 {
-                self.ceiling = LADDER.len() - 1;
-            }
-        }
+        self.up.tick(TOP);
+        self.down.tick(0);
         let bulk =
             u128::from(p.eligible) * 1_000_000 >= u128::from(ACTIVE_RATE) * p.elapsed.as_micros();
         match self.mode {
-            Mode::Holding { .. } => {}
-            Mode::Idle => {
-                if bulk {
-                    self.mode = Mode::Bulk { quiet: 0 };
-                    self.level = START.min(self.ceiling);
+            Mode::Holding { .. } => return,
+            Mode::Idle if !bulk => return,
+            Mode::Idle => self.mode = Mode::Bulk { quiet: 0 },
+            Mode::Bulk { quiet } if !bulk => {
+                // A quiet interval says nothing of a level's throughput.
+                self.trial = None;
+                if quiet + 1 >= QUIET_INTERVALS {
+                    self.mode = Mode::Idle;
+                    self.set(0);
+                } else {
+                    self.mode = Mode::Bulk { quiet: quiet + 1 };
                 }
+                return;
             }
-            Mode::Bulk { quiet } => {
-                if !bulk {
-                    let quiet = quiet + 1;
-                    if quiet >= QUIET_INTERVALS {
-                        self.mode = Mode::Idle;
-                        self.level = 0;
-                    } else {
-                        self.mode = Mode::Bulk { quiet };
-                    }
-                    return;
-                }
-                self.mode = Mode::Bulk { quiet: 0 };
-                let write = percent(p.write_wait, p.elapsed);
-                let encode = percent(p.encode, p.elapsed);
-                let read = percent(p.read_wait, p.elapsed);
-                if write >= BUSY {
-                    if self.level < self.ceiling {
-                        self.level += 1;
-                    }
-                } else if encode >= BUSY && write < IDLE && read < IDLE && self.level > 0 {
-                    self.level -= 1;
-                    self.ceiling = self.level;
-                    self.ceiling_left = CEILING_INTERVALS;
-                }
-            }
+            Mode::Bulk { .. } => self.mode = Mode::Bulk { quiet: 0 },
         }
+        if self.judge_trial(p) {
+            return;
+        }
+        self.recent = Rate::of(p);
+        let write = percent(p.write_wait, p.elapsed);
+        let encode = percent(p.encode, p.elapsed);
+        let read = percent(p.read_wait, p.elapsed);
+        if write >= BUSY {
+            self.link_idle = 0;
+            if self.level < self.up.limit {
+                self.try_step(self.level + 1);
+            } else if self.level > self.down.limit {
+                // The way up is closed or there is none: check that this level still pays. Writes
+                // also wait when the far end is the limit (PostgreSQL taking rows no faster), and
+                // there a step kept by chance would otherwise stay for good.
+                self.try_step(self.level - 1);
+            }
+        } else if encode >= BUSY && write < IDLE && read < IDLE && self.level > 0 {
+            // The encoder is the limit: no trial needed.
+            self.up.close(self.level - 1);
+            self.set(self.level - 1);
+        } else if write < IDLE {
+            self.link_idle += 1;
+            if self.link_idle >= DOWN_INTERVALS && self.level > self.down.limit {
+                self.try_step(self.level - 1);
+            }
+        } else {
+            self.link_idle = 0;
+        }
+    }
+
+    /// Counts a bulk interval towards the trial under way, if any; at its end keeps the step
+    /// or undoes it. True while a trial took the interval.
+    fn judge_trial(&mut self, p: &Observation) -> bool {
+        let Some(t) = self.trial.as_mut() else {
+            return false;
+        };
+        if t.skip > 0 {
+            t.skip -= 1;
+            return true;
+        }
+        t.got.add(Rate::of(p));
+        t.intervals += 1;
+        if t.intervals < TRIAL_INTERVALS {
+            return true;
+        }
+        let t = *t;
+        self.trial = None;
+        let up = self.level > t.from;
+        let pays = if up {
+            t.got.at_least(&t.base, UP_GAIN)
+        } else {
+            t.got.at_least(&t.base, DOWN_KEEP)
+        };
+        if pays {
+            // The way just taken opens fully again.
+            if up {
+                self.up.next = CEILING_INTERVALS;
+            } else {
+                self.down.next = CEILING_INTERVALS;
+            }
+            self.recent = Rate {
+                bytes: t.got.bytes / u64::from(t.intervals),
+                time: t.got.time / t.intervals,
+            };
+        } else {
+            if up {
+                self.up.close(t.from);
+            } else {
+                self.down.close(t.from);
+            }
+            self.level = t.from;
+            self.recent = t.base;
+        }
+        true
     }
 }
 
