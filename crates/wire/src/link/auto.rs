@@ -27,7 +27,7 @@
 //!   both waited little): one step down at once; the level above becomes a ceiling.
 //! - **Incompressible**: once [`RATIO_WINDOW`] bytes were compressed at a ratio worse than
 //!   [`INCOMPRESSIBLE`], the direction falls back to none; after [`PROBE_FIRST`] more bytes it
-//!   probes the level it left with one more window, and each failed probe doubles the wait (up
+//!   probes the level it left (zstd:1 if that was lz4) with one more window, and each failed probe doubles the wait (up
 //!   to [`PROBE_MAX`]), so incompressible data costs at most one window per wait.
 
 use std::time::Duration;
@@ -71,6 +71,8 @@ pub const INCOMPRESSIBLE: u64 = 95;
 pub const PROBE_FIRST: u64 = 8 * 1024 * 1024;
 /// Longest wait between probes, in compressible bytes.
 pub const PROBE_MAX: u64 = 256 * 1024 * 1024;
+/// Index in [`LADDER`] of the lowest level a probe tries (zstd:1).
+pub const PROBE_LEVEL: usize = 2;
 /// Fraction (in hundredths) of an interval spent on an activity that makes it the bottleneck.
 const BUSY: u32 = 50;
 /// Fraction (in hundredths) below which an activity counts as idle.
@@ -320,8 +322,10 @@ impl AutoPolicy {
             self.ratio_raw = 0;
             self.ratio_link = 0;
             if bad {
+                // Probes go back to the level left, but never to lz4: it has no entropy stage, and
+                // text of few symbols (hex digests, digits, base64) it cannot shrink zstd does.
                 self.mode = Mode::Holding {
-                    resume: self.level,
+                    resume: self.level.max(PROBE_LEVEL),
                     left: self.next_wait,
                 };
                 self.next_wait = (self.next_wait * 2).min(PROBE_MAX);

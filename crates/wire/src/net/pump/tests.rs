@@ -355,8 +355,9 @@ async fn each_row_arrives_before_the_pump_waits_for_the_next() {
 }
 
 /// `--method auto` in the pump: a slow link (a reader taking 64 KiB every 10 ms) under bulk
-/// rows that compress about 2:1 makes the writes wait, and the direction climbs from none
-/// through zstd:1 and zstd:3 to zstd:6; the frames still decode to the input.
+/// rows of 16 letters, which zstd's entropy stage halves and lz4 cannot shrink, makes the writes
+/// wait: the direction tries lz4, falls back to none on its ratio, and probes zstd:1, which
+/// stays; the frames still decode to the input.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_climbs_while_the_link_makes_the_pump_wait() {
     let mut input = b"Z\x00\x00\x00\x05I".to_vec();
@@ -403,10 +404,14 @@ async fn auto_climbs_while_the_link_makes_the_pump_wait() {
         input.len()
     );
     assert_eq!(
-        methods,
-        ["zstd:1", "zstd:3", "zstd:6"],
+        methods[..3],
+        ["lz4", "none", "zstd:1"],
         "{:?}",
         counters.snapshot()
     );
-    assert_eq!(counters.snapshot().method_switches, 3);
+    assert!(
+        methods[2..].iter().all(|m| m.starts_with("zstd:")),
+        "{methods:?}"
+    );
+    assert_eq!(counters.snapshot().method_switches, methods.len() as u64);
 }
