@@ -15,9 +15,10 @@
 //! - **Link bound** (the pump waited on link writes for at least half the interval): a trial
 //!   one step up the [`LADDER`]. A trial ignores [`TRIAL_SKIP`] intervals (the socket still
 //!   holds the old level's bytes), then measures [`TRIAL_INTERVALS`], and keeps the step only
-//!   if throughput rose to [`UP_GAIN`] hundredths of the level below's; otherwise it steps back
-//!   and closes the levels above for [`CEILING_INTERVALS`] intervals, twice as long after each
-//!   failed trial in a row (up to [`BACKOFF_MAX`] times). On cores shared with PostgreSQL and
+//!   if throughput rose to [`UP_GAIN`] hundredths of the level below's (over its last
+//!   [`BASE_INTERVALS`]); otherwise it steps back and closes the levels above for
+//!   [`CEILING_INTERVALS`] intervals, twice as long after each trial in a row that lost
+//!   throughput (up to [`BACKOFF_MAX`] times). On cores shared with PostgreSQL and
 //!   its client, compressing can slow a transfer even while it waits on the link.
 //! - **Link idle** (writes waited under a fifth of each of [`DOWN_INTERVALS`] intervals in a
 //!   row), or link bound with the way up closed: a trial one step down, kept if throughput
@@ -48,6 +49,8 @@ pub const INTERVAL: Duration = Duration::from_millis(200);
 pub const ACTIVE_RATE: u64 = 512 * 1024;
 /// Quiet intervals in a row after which a bulk direction goes back to none.
 pub const QUIET_INTERVALS: u32 = 10;
+/// Intervals at a level whose throughput is a trial's base.
+pub const BASE_INTERVALS: usize = 3;
 /// Intervals after a switch that a trial does not measure.
 pub const TRIAL_SKIP: u32 = 1;
 /// Intervals over which a trial measures the throughput of the level it tries.
@@ -185,6 +188,29 @@ impl Rate {
     }
 }
 
+/// The throughput of the last [`BASE_INTERVALS`] intervals at the current level, outside trials:
+/// the base a trial compares with.
+#[derive(Clone, Copy, Debug, Default)]
+struct Recent {
+    rates: [Rate; BASE_INTERVALS],
+    at: usize,
+}
+
+impl Recent {
+    fn push(&mut self, r: Rate) {
+        self.rates[self.at] = r;
+        self.at = (self.at + 1) % BASE_INTERVALS;
+    }
+
+    fn sum(&self) -> Rate {
+        let mut total = Rate::default();
+        for r in &self.rates {
+            total.add(*r);
+        }
+        total
+    }
+}
+
 /// A step on trial: kept or undone once the new level's throughput is measured.
 #[derive(Clone, Copy, Debug)]
 struct Trial {
@@ -226,6 +252,12 @@ impl Gate {
         self.next = (self.next * 2).min(CEILING_INTERVALS * BACKOFF_MAX);
     }
 
+    /// Closes the way beyond `at` for [`CEILING_INTERVALS`], leaving the backoff as it is.
+    fn close_once(&mut self, at: usize) {
+        self.limit = at;
+        self.left = CEILING_INTERVALS;
+    }
+
     /// One interval passed; `end` is the limit when open.
     fn tick(&mut self, end: usize) {
         if self.left > 0 {
@@ -250,8 +282,8 @@ pub struct AutoPolicy {
     next_wait: u64,
     /// The pressure interval being filled.
     pressure: Observation,
-    /// Throughput at the current level over the last interval, outside trials.
-    recent: Rate,
+    /// Throughput at the current level over its last intervals, outside trials.
+    recent: Recent,
     trial: Option<Trial>,
     /// Intervals in a row the link was idle.
     link_idle: u32,
@@ -279,7 +311,7 @@ impl AutoPolicy {
             down: Gate::open(0),
             next_wait: PROBE_FIRST,
             pressure: Observation::default(),
-            recent: Rate::default(),
+            recent: Recent::default(),
             trial: None,
             link_idle: 0,
             ratio_raw: 0,
@@ -357,7 +389,7 @@ impl AutoPolicy {
     fn set(&mut self, level: usize) {
         self.level = level;
         self.trial = None;
-        self.recent = Rate::default();
+        self.recent = Recent::default();
         self.link_idle = 0;
     }
 
@@ -365,13 +397,13 @@ impl AutoPolicy {
     fn try_step(&mut self, to: usize) {
         self.trial = Some(Trial {
             from: self.level,
-            base: self.recent,
+            base: self.recent.sum(),
             skip: TRIAL_SKIP,
             got: Rate::default(),
             intervals: 0,
         });
         self.level = to;
-        self.recent = Rate::default();
+        self.recent = Recent::default();
         self.link_idle = 0;
     }
 
@@ -401,7 +433,7 @@ impl AutoPolicy {
         if self.judge_trial(p) {
             return;
         }
-        self.recent = Rate::of(p);
+        self.recent.push(Rate::of(p));
         let write = percent(p.write_wait, p.elapsed);
         let encode = percent(p.encode, p.elapsed);
         let read = percent(p.read_wait, p.elapsed);
@@ -459,18 +491,21 @@ impl AutoPolicy {
             } else {
                 self.down.next = CEILING_INTERVALS;
             }
-            self.recent = Rate {
-                bytes: t.got.bytes / u64::from(t.intervals),
-                time: t.got.time / t.intervals,
-            };
+            self.recent = Recent::default();
+            self.recent.push(t.got);
         } else {
-            if up {
-                self.up.close(t.from);
-            } else {
+            if !up {
                 self.down.close(t.from);
+            } else if t.got.at_least(&t.base, DOWN_KEEP) {
+                // No gain, but no clear loss either: on a link near the next level's worth,
+                // intervals vary more than the gain; try again after the shortest wait.
+                self.up.close_once(t.from);
+            } else {
+                self.up.close(t.from);
             }
             self.level = t.from;
-            self.recent = t.base;
+            self.recent = Recent::default();
+            self.recent.push(t.base);
         }
         true
     }

@@ -199,10 +199,12 @@ fn a_step_kept_by_chance_is_undone_when_the_far_end_is_the_limit() {
     // Steps down keep the throughput, steps up do not gain: down to none within 100 intervals.
     let seen = switches(&mut p, far_end, 100);
     assert_eq!(seen.last().map(String::as_str), Some("none"), "{seen:?}");
+    // A trial of lz4 neither gains nor loses here, so it comes back every CEILING_INTERVALS + 3
+    // intervals: 3 in 28 compressed.
     let levels = run(&mut p, far_end, 2000);
     let verbatim = levels.iter().filter(|l| **l == Level::None).count();
     assert!(
-        verbatim * 100 > levels.len() * 90,
+        verbatim * 100 > levels.len() * 85,
         "{verbatim} of {}",
         levels.len()
     );
