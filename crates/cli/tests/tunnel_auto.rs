@@ -11,7 +11,7 @@ use std::path::Path;
 
 use pgtest::netns::{NetLink, Side};
 use pgtest::Cluster;
-use tunnel_support::{netns_or_skip, psql, run_ok, sha256_file, Finished, Keys, Tunnel, Via};
+use tunnel_support::{psql, run_ok, sha256_file, Finished, Keys, Tunnel, Via};
 
 /// The shaped link's rate for random bytes: slower than PostgreSQL takes or gives them, so `auto`
 /// climbs and finds they do not compress.
@@ -178,7 +178,7 @@ fn text_round_trip(
 
 #[test]
 fn auto_sends_random_bytes_verbatim_and_compresses_text_where_the_link_is_the_limit() {
-    if !netns_or_skip() {
+    if !NetLink::available_or_skip() {
         return;
     }
     let link = NetLink::create("auto").expect("link");

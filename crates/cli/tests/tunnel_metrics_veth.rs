@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use pgtest::netns::{NetLink, Side};
 use pgtest::run::run_as_current_user;
 use pgtest::Cluster;
-use tunnel_support::{netns_or_skip, Keys, Tunnel};
+use tunnel_support::{Keys, Tunnel};
 
 /// The Ethernet, IPv4 and TCP header bytes a veth frame adds to the TCP payload a half counts.
 ///
@@ -81,7 +81,7 @@ fn check(what: &str, veth_bytes: u64, packets: u64, link: u64) -> f64 {
 
 #[test]
 fn metrics_link_bytes_agree_with_the_veth_counters() {
-    if !netns_or_skip() {
+    if !NetLink::available_or_skip() {
         return;
     }
     let link = NetLink::create("metrics").expect("link");

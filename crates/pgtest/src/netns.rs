@@ -157,6 +157,22 @@ impl NetLink {
         NetLink::unavailable_reason().is_none()
     }
 
+    /// For a test that needs links: true when they can be made. Otherwise, under `CI=true` it panics
+    /// with the reason (a CI machine must run every test), and elsewhere it prints the reason and
+    /// returns false so the test can return early as skipped.
+    pub fn available_or_skip() -> bool {
+        match NetLink::unavailable_reason() {
+            None => true,
+            Some(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+                panic!("CI=true but network namespaces are unavailable: {why}")
+            }
+            Some(why) => {
+                eprintln!("skipped: network namespaces are unavailable: {why}");
+                false
+            }
+        }
+    }
+
     /// Why [`NetLink::available`] is false, or `None` when it is true.
     pub fn unavailable_reason() -> Option<String> {
         static REASON: OnceLock<Option<String>> = OnceLock::new();

@@ -8,20 +8,6 @@ use std::time::{Duration, Instant};
 use pgtest::netns::{NetLink, Side};
 use pgtest::Cluster;
 
-/// Under CI=true a machine without network namespaces fails the test; elsewhere it is skipped with the reason.
-fn netns_or_skip() -> bool {
-    match NetLink::unavailable_reason() {
-        None => true,
-        Some(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("CI=true but network namespaces are unavailable: {why}")
-        }
-        Some(why) => {
-            eprintln!("skipped: network namespaces are unavailable: {why}");
-            false
-        }
-    }
-}
-
 fn stdout_of(cmd: &mut Command) -> String {
     let out = pgtest::run::run_as_current_user(cmd, None, Duration::from_secs(120))
         .expect("command runs");
@@ -51,7 +37,7 @@ fn netns_names() -> String {
 
 #[test]
 fn cluster_in_a_namespace_is_reached_over_the_veth_and_shaped() {
-    if !netns_or_skip() {
+    if !NetLink::available_or_skip() {
         return;
     }
     let link = NetLink::create("pgtest").expect("link");
@@ -178,7 +164,7 @@ fn cluster_in_a_namespace_is_reached_over_the_veth_and_shaped() {
 
 #[test]
 fn a_panic_removes_the_namespaces() {
-    if !netns_or_skip() {
+    if !NetLink::available_or_skip() {
         return;
     }
     let mut names = None;
@@ -211,7 +197,7 @@ fn a_panic_removes_the_namespaces() {
 
 #[test]
 fn leftovers_of_dead_processes_are_swept() {
-    if !netns_or_skip() {
+    if !NetLink::available_or_skip() {
         return;
     }
     // A pid that cannot be running: above the kernel's pid_max limit (2^22).

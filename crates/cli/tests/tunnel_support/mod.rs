@@ -598,18 +598,3 @@ pub fn table_checksums(cluster: &Cluster, via: Via, dbname: &str) -> String {
     assert!(tables > 0, "no user tables in {dbname}");
     String::from_utf8_lossy(&run_ok(&mut cmd).stdout).into_owned()
 }
-
-/// Whether network namespaces can be made here. Under CI=true a machine without them fails; elsewhere
-/// the test says why it skipped.
-pub fn netns_or_skip() -> bool {
-    match pgtest::netns::NetLink::unavailable_reason() {
-        None => true,
-        Some(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("CI=true but network namespaces are unavailable: {why}")
-        }
-        Some(why) => {
-            eprintln!("skipped: network namespaces are unavailable: {why}");
-            false
-        }
-    }
-}
