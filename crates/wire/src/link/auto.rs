@@ -16,7 +16,8 @@
 //!   one step up the [`LADDER`]. A trial ignores [`TRIAL_SKIP`] intervals (the socket still
 //!   holds the old level's bytes), then measures [`TRIAL_INTERVALS`], and keeps the step only
 //!   if throughput rose to [`UP_GAIN`] hundredths of the level below's (over its last
-//!   [`BASE_INTERVALS`]); otherwise it steps back and closes the levels above for
+//!   [`BASE_INTERVALS`]) while the link carried [`LINK_HELD`] hundredths of its bytes, or rose
+//!   to [`UP_CLEAR`]; otherwise it steps back and closes the levels above for
 //!   [`CEILING_INTERVALS`] intervals, twice as long after each trial in a row that lost
 //!   throughput (up to [`BACKOFF_MAX`] times). On cores shared with PostgreSQL and
 //!   its client, compressing can slow a transfer even while it waits on the link.
@@ -57,6 +58,11 @@ pub const TRIAL_SKIP: u32 = 1;
 pub const TRIAL_INTERVALS: u32 = 2;
 /// Throughput a step up must reach, in hundredths of the level below's (103: 3 % more).
 pub const UP_GAIN: u64 = 103;
+/// Link bytes per second a step up must keep, in hundredths of the level below's, to count a
+/// gain under [`UP_CLEAR`].
+pub const LINK_HELD: u64 = 85;
+/// Throughput gain a step up is kept on however the link's bytes fell (115: 15 % more).
+pub const UP_CLEAR: u64 = 115;
 /// Throughput a step down must keep, in hundredths of the level above's.
 pub const DOWN_KEEP: u64 = 97;
 /// Intervals in a row with the link idle before a step down is tried.
@@ -160,10 +166,12 @@ enum Mode {
     Holding { resume: usize, left: u64 },
 }
 
-/// Compressible bytes taken from the source over some time: a throughput.
+/// Compressible bytes taken from the source over some time, and what they took on the link: a
+/// throughput.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Rate {
     bytes: u64,
+    link: u64,
     time: Duration,
 }
 
@@ -171,21 +179,32 @@ impl Rate {
     fn of(o: &Observation) -> Rate {
         Rate {
             bytes: o.eligible,
+            // Verbatim bytes cross as they are, chunks as compressed.
+            link: o.eligible.saturating_sub(o.chunk_raw) + o.chunk_link,
             time: o.elapsed,
         }
     }
 
     fn add(&mut self, r: Rate) {
         self.bytes += r.bytes;
+        self.link += r.link;
         self.time += r.time;
     }
 
-    /// Whether this rate is at least `hundredths` of `base`.
+    /// Whether this rate of source bytes is at least `hundredths` of `base`'s.
     fn at_least(&self, base: &Rate, hundredths: u64) -> bool {
-        // bytes / time >= base.bytes / base.time * h / 100, without division.
-        u128::from(self.bytes) * base.time.as_micros() * 100
-            >= u128::from(base.bytes) * self.time.as_micros() * u128::from(hundredths)
+        ratio_at_least(self.bytes, self.time, base.bytes, base.time, hundredths)
     }
+
+    /// Whether this rate of link bytes is at least `hundredths` of `base`'s.
+    fn link_at_least(&self, base: &Rate, hundredths: u64) -> bool {
+        ratio_at_least(self.link, self.time, base.link, base.time, hundredths)
+    }
+}
+
+/// Whether a / at >= b / bt * hundredths / 100, without division.
+fn ratio_at_least(a: u64, at: Duration, b: u64, bt: Duration, hundredths: u64) -> bool {
+    u128::from(a) * bt.as_micros() * 100 >= u128::from(b) * at.as_micros() * u128::from(hundredths)
 }
 
 /// The throughput of the last [`BASE_INTERVALS`] intervals at the current level, outside trials:
@@ -480,7 +499,13 @@ impl AutoPolicy {
         self.trial = None;
         let up = self.level > t.from;
         let pays = if up {
+            // A step up pays when the source moves faster and the link stays as busy (a link
+            // that is the limit carries as much as before), or when the gain is too large for
+            // the socket buffers to explain: the first bytes of a denser level fill the queue
+            // between the halves, and the source runs ahead for a moment even where the far
+            // end is the limit.
             t.got.at_least(&t.base, UP_GAIN)
+                && (t.got.link_at_least(&t.base, LINK_HELD) || t.got.at_least(&t.base, UP_CLEAR))
         } else {
             t.got.at_least(&t.base, DOWN_KEEP)
         };
