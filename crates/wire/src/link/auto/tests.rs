@@ -62,10 +62,8 @@ fn contended(l: Level) -> (u64, u32) {
 fn run(p: &mut AutoPolicy, model: Model, n: usize) -> Vec<Level> {
     (0..n)
         .map(|_| {
-            let (tenths_mib, write) = model(p.level());
-            let o = interval(p, (tenths_mib << 20) / 10, write, 10, 0);
             let at = p.level();
-            p.observe(&o);
+            step(p, model);
             at
         })
         .collect()
@@ -73,15 +71,19 @@ fn run(p: &mut AutoPolicy, model: Model, n: usize) -> Vec<Level> {
 
 /// The switches `model` makes over `n` intervals, as text.
 fn switches(p: &mut AutoPolicy, model: Model, n: usize) -> Vec<String> {
-    let mut seen = Vec::new();
-    for _ in 0..n {
-        let (tenths_mib, write) = model(p.level());
-        let o = interval(p, (tenths_mib << 20) / 10, write, 10, 0);
-        if let Some(s) = p.observe(&o) {
-            seen.push(s.to_string());
-        }
-    }
-    seen
+    (0..n).filter_map(|_| step(p, model)).collect()
+}
+
+/// One interval of `model` at the policy's level; the switch it decided, as text.
+fn step(p: &mut AutoPolicy, model: Model) -> Option<String> {
+    let (tenths_mib, write) = model(p.level());
+    let o = interval(p, (tenths_mib << 20) / 10, write, 10, 0);
+    p.observe(&o).map(|s| s.to_string())
+}
+
+/// How many of `levels` are `level`.
+fn count(levels: &[Level], level: Level) -> usize {
+    levels.iter().filter(|l| **l == level).count()
 }
 
 /// A policy compressing at zstd:1, climbed to on a slow link, its trial there kept.
@@ -171,7 +173,7 @@ fn a_slow_link_climbs_to_the_top_one_trial_per_step() {
     );
     // At the top the link still waits: trials of the level below check that zstd:6 still pays,
     // ever more rarely.
-    let at_top = levels.iter().filter(|l| **l == Level::Zstd(6)).count();
+    let at_top = count(&levels, Level::Zstd(6));
     assert!(
         at_top * 100 > levels.len() * 97,
         "{at_top} of {}",
@@ -202,7 +204,7 @@ fn a_step_kept_by_chance_is_undone_when_the_far_end_is_the_limit() {
     // A trial of lz4 neither gains nor loses here, so it comes back every CEILING_INTERVALS + 3
     // intervals: 3 in 28 compressed.
     let levels = run(&mut p, far_end, 2000);
-    let verbatim = levels.iter().filter(|l| **l == Level::None).count();
+    let verbatim = count(&levels, Level::None);
     assert!(
         verbatim * 100 > levels.len() * 85,
         "{verbatim} of {}",
@@ -232,7 +234,7 @@ fn a_step_up_that_does_not_pay_is_undone_and_retried_ever_later() {
     );
     assert!(waits[4..].iter().all(|&w| w == trial + 8 * c), "{waits:?}");
     // What the trials cost: a small share of the intervals at the slower level.
-    let at_lz4 = levels.iter().filter(|l| **l == Level::Lz4).count();
+    let at_lz4 = count(&levels, Level::Lz4);
     assert!(at_lz4 * 50 < levels.len(), "{at_lz4} of {}", levels.len());
 }
 
@@ -261,7 +263,7 @@ fn a_gain_the_socket_buffers_explain_is_not_kept() {
     }
     let mut p = AutoPolicy::new();
     let levels = run(&mut p, transient, 2000);
-    let verbatim = levels.iter().filter(|l| **l == Level::None).count();
+    let verbatim = count(&levels, Level::None);
     assert!(
         verbatim * 100 > levels.len() * 85,
         "{verbatim} of {}",
@@ -306,7 +308,7 @@ fn a_step_down_that_loses_throughput_is_undone() {
     let mut p = AutoPolicy::new();
     let levels = run(&mut p, just_enough, 2000);
     let settled = &levels[100..];
-    let at_zstd1 = settled.iter().filter(|l| **l == Level::Zstd(1)).count();
+    let at_zstd1 = count(settled, Level::Zstd(1));
     assert!(
         at_zstd1 * 100 > settled.len() * 90,
         "{at_zstd1} of {} at zstd:1",
