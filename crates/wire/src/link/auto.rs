@@ -8,19 +8,26 @@
 //! auto"):
 //!
 //! - **Idle or interactive**: until the compressible traffic of a direction reaches
-//!   [`ACTIVE_RATE`] over an interval it is sent verbatim (method none), and so is bulk traffic
-//!   until the link makes it wait: small queries and rows, and transfers a fast link keeps up
-//!   with, cost nothing. After [`QUIET_INTERVALS`] quiet intervals a bulk direction goes back
-//!   to idle at none and its context is dropped.
-//! - **Link bound** (the pump waited on link writes for at least half the interval): a trial
-//!   one step up the [`LADDER`]. A trial ignores [`TRIAL_SKIP`] intervals (the socket still
-//!   holds the old level's bytes), then measures [`TRIAL_INTERVALS`], and keeps the step only
-//!   if throughput rose to [`UP_GAIN`] hundredths of the level below's (over its last
-//!   [`BASE_INTERVALS`]) while the link carried [`LINK_HELD`] hundredths of its bytes, or rose
-//!   to [`UP_CLEAR`]; otherwise it steps back and closes the levels above for
-//!   [`CEILING_INTERVALS`] intervals, twice as long after each trial in a row that lost
-//!   throughput (up to [`BACKOFF_MAX`] times). On cores shared with PostgreSQL and
-//!   its client, compressing can slow a transfer even while it waits on the link.
+//!   [`ACTIVE_RATE`] over an interval it is sent verbatim (method none): small queries and
+//!   rows cost nothing. Bulk traffic starts at the level the half's bulk connections last
+//!   settled on ([`Settled`]; none at first), so the connections of one transfer over one
+//!   link (`pg_restore -j`, one psql after another) climb once, not each. After
+//!   [`QUIET_INTERVALS`] quiet intervals a bulk direction goes back to idle at none and its
+//!   context is dropped.
+//! - **Link bound** (the pump waited on link writes for at least half the interval, and
+//!   [`BASE_INTERVALS`] were measured at the level): a trial one step up the [`LADDER`]. A
+//!   trial ignores [`TRIAL_SKIP`] intervals (the socket still holds the old level's bytes),
+//!   then measures [`TRIAL_INTERVALS`], and keeps the step only if throughput rose to
+//!   [`UP_GAIN`] hundredths of the level below's (over its last [`BASE_INTERVALS`]) while the
+//!   link carried [`LINK_HELD`] hundredths of its bytes, or rose to [`UP_CLEAR`]. A trial that
+//!   neither pays nor loses clearly (under [`LOST`]) goes on measuring, up to [`TRIAL_MAX`]
+//!   intervals. One that fails steps back and closes the levels above for
+//!   [`CEILING_INTERVALS`] intervals, twice as long after each failed trial in a row (up to
+//!   [`BACKOFF_MAX`] times). On cores shared with PostgreSQL and its client, compressing can
+//!   slow a transfer even while it waits on the link.
+//! - **Throughput** is compressible bytes per second. An interval in which the source paused
+//!   (psql between two tables, a commit), and the one after, measure no level: they count
+//!   neither in a trial nor in its base.
 //! - **Link idle** (writes waited under a fifth of each of [`DOWN_INTERVALS`] intervals in a
 //!   row), or link bound with the way up closed: a trial one step down, kept if throughput
 //!   holds to [`DOWN_KEEP`] hundredths; one that loses throughput steps back and closes the
@@ -29,9 +36,11 @@
 //!   both waited little): one step down at once; the level above becomes a ceiling.
 //! - **Incompressible**: once [`RATIO_WINDOW`] bytes were compressed at a ratio worse than
 //!   [`INCOMPRESSIBLE`], the direction falls back to none; after [`PROBE_FIRST`] more bytes it
-//!   probes the level it left (zstd:1 if that was lz4) with one more window, and each failed probe doubles the wait (up
-//!   to [`PROBE_MAX`]), so incompressible data costs at most one window per wait.
+//!   probes the level it left (zstd:1 if that was lz4) with one more window, and each failed
+//!   probe doubles the wait (up to [`PROBE_MAX`]), so incompressible data costs at most one
+//!   window per wait.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use codec::{Method, Spec};
@@ -56,6 +65,11 @@ pub const BASE_INTERVALS: usize = 3;
 pub const TRIAL_SKIP: u32 = 1;
 /// Intervals over which a trial measures the throughput of the level it tries.
 pub const TRIAL_INTERVALS: u32 = 2;
+/// Most intervals a trial measures while its outcome is unclear.
+pub const TRIAL_MAX: u32 = 5;
+/// Throughput under which a trial has clearly lost, in hundredths of the base's: it ends
+/// without measuring longer.
+pub const LOST: u64 = 90;
 /// Throughput a step up must reach, in hundredths of the level below's (103: 3 % more).
 pub const UP_GAIN: u64 = 103;
 /// Link bytes per second a step up must keep, in hundredths of the level below's, to count a
@@ -82,6 +96,33 @@ pub const PROBE_FIRST: u64 = 8 * 1024 * 1024;
 pub const PROBE_MAX: u64 = 256 * 1024 * 1024;
 /// Index in [`LADDER`] of the lowest level a probe tries (zstd:1).
 pub const PROBE_LEVEL: usize = 2;
+/// The level the bulk connections of one half and direction last settled on, shared among
+/// them: where the next one starts.
+#[derive(Debug, Default)]
+pub struct Settled(AtomicUsize);
+
+impl Settled {
+    /// Nothing settled yet: bulk traffic starts at none.
+    pub fn new() -> Self {
+        Settled::default()
+    }
+
+    /// The level last settled on, if any.
+    pub fn get(&self) -> Option<Level> {
+        match self.0.load(Ordering::Relaxed) {
+            0 => None,
+            n => LADDER.get(n - 1).copied(),
+        }
+    }
+
+    /// Records where a connection settled.
+    pub fn set(&self, level: Level) {
+        if let Some(i) = LADDER.iter().position(|l| *l == level) {
+            self.0.store(i + 1, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Fraction (in hundredths) of an interval spent on an activity that makes it the bottleneck.
 const BUSY: u32 = 50;
 /// Fraction (in hundredths) below which an activity counts as idle.
@@ -213,12 +254,29 @@ fn ratio_at_least(a: u64, at: Duration, b: u64, bt: Duration, hundredths: u64) -
 struct Recent {
     rates: [Rate; BASE_INTERVALS],
     at: usize,
+    /// Intervals measured at this level since it was reached.
+    intervals: u32,
 }
 
 impl Recent {
+    /// Starts from what `intervals` intervals moved (a trial's measure, or its base).
+    fn from(r: Rate, intervals: u32) -> Recent {
+        let mut recent = Recent::default();
+        recent.push(r);
+        recent.intervals = intervals;
+        recent
+    }
+
     fn push(&mut self, r: Rate) {
         self.rates[self.at] = r;
         self.at = (self.at + 1) % BASE_INTERVALS;
+        self.intervals += 1;
+    }
+
+    /// Whether enough was measured to judge a trial against: a level's first intervals also
+    /// carry the bytes that fill the socket buffers and a shaper's burst.
+    fn ready(&self) -> bool {
+        self.intervals >= BASE_INTERVALS as u32
     }
 
     fn sum(&self) -> Rate {
@@ -235,13 +293,19 @@ impl Recent {
 struct Trial {
     /// The level stepped from.
     from: usize,
-    /// Its throughput just before the step.
+    /// Its throughput just before the step, and over how many intervals.
     base: Rate,
+    base_intervals: u32,
     /// Intervals still to ignore.
     skip: u32,
-    /// What the new level moved, and over how many intervals.
+    /// What the new level moved, and over how many measured intervals.
     got: Rate,
     intervals: u32,
+    /// Intervals since the skipped ones, measured or not.
+    seen: u32,
+    /// The gain is measured again: the first measure paid only by a gain the link's bytes did
+    /// not follow.
+    confirming: bool,
 }
 
 /// A way (up or down the ladder) closed for a while, and how long the next closing lasts.
@@ -272,7 +336,7 @@ impl Gate {
     }
 
     /// Closes the way beyond `at` for [`CEILING_INTERVALS`], leaving the backoff as it is.
-    fn close_once(&mut self, at: usize) {
+    fn hold(&mut self, at: usize) {
         self.limit = at;
         self.left = CEILING_INTERVALS;
     }
@@ -292,6 +356,8 @@ impl Gate {
 #[derive(Clone, Debug)]
 pub struct AutoPolicy {
     level: usize,
+    /// Where bulk traffic starts.
+    start: usize,
     mode: Mode,
     /// Highest level allowed: lowered by failed steps up and CPU-bound steps down.
     up: Gate,
@@ -306,6 +372,8 @@ pub struct AutoPolicy {
     trial: Option<Trial>,
     /// Intervals in a row the link was idle.
     link_idle: u32,
+    /// The source paused in the last interval.
+    paused: bool,
     /// The ratio window being filled.
     ratio_raw: u64,
     ratio_link: u64,
@@ -325,6 +393,7 @@ impl AutoPolicy {
     pub fn new() -> Self {
         AutoPolicy {
             level: 0,
+            start: 0,
             mode: Mode::Idle,
             up: Gate::open(TOP),
             down: Gate::open(0),
@@ -333,6 +402,7 @@ impl AutoPolicy {
             recent: Recent::default(),
             trial: None,
             link_idle: 0,
+            paused: false,
             ratio_raw: 0,
             ratio_link: 0,
             switches: 0,
@@ -342,6 +412,22 @@ impl AutoPolicy {
     /// The level in use.
     pub fn level(&self) -> Level {
         LADDER[self.level]
+    }
+
+    /// Sets the level bulk traffic starts at from now on (see [`Settled`]).
+    pub fn start_at(&mut self, level: Level) {
+        if let Some(i) = LADDER.iter().position(|l| *l == level) {
+            self.start = i;
+        }
+    }
+
+    /// The level bulk traffic holds outside any trial; `None` while idle, on trial or held at
+    /// none on incompressible data.
+    pub fn settled(&self) -> Option<Level> {
+        match self.mode {
+            Mode::Bulk { quiet: 0 } if self.trial.is_none() => Some(LADDER[self.level]),
+            _ => None,
+        }
     }
 
     /// Switches decided so far.
@@ -417,9 +503,12 @@ impl AutoPolicy {
         self.trial = Some(Trial {
             from: self.level,
             base: self.recent.sum(),
+            base_intervals: self.recent.intervals.min(BASE_INTERVALS as u32),
             skip: TRIAL_SKIP,
             got: Rate::default(),
             intervals: 0,
+            seen: 0,
+            confirming: false,
         });
         self.level = to;
         self.recent = Recent::default();
@@ -435,7 +524,12 @@ impl AutoPolicy {
         match self.mode {
             Mode::Holding { .. } => return,
             Mode::Idle if !bulk => return,
-            Mode::Idle => self.mode = Mode::Bulk { quiet: 0 },
+            Mode::Idle => {
+                // This interval was idle in part, at the idle level: it measures nothing.
+                self.mode = Mode::Bulk { quiet: 0 };
+                self.set(self.start.min(self.up.limit));
+                return;
+            }
             Mode::Bulk { quiet } if !bulk => {
                 // A quiet interval says nothing of a level's throughput.
                 self.trial = None;
@@ -449,16 +543,25 @@ impl AutoPolicy {
             }
             Mode::Bulk { .. } => self.mode = Mode::Bulk { quiet: 0 },
         }
-        if self.judge_trial(p) {
-            return;
-        }
-        self.recent.push(Rate::of(p));
         let write = percent(p.write_wait, p.elapsed);
         let encode = percent(p.encode, p.elapsed);
         let read = percent(p.read_wait, p.elapsed);
+        // An interval in which the source paused (psql between two tables, a commit) measures
+        // no level, and neither does the next: the link drained its queue meanwhile, and the
+        // next writes go at once.
+        let measured = read < IDLE && !self.paused;
+        self.paused = read >= IDLE;
+        if self.judge_trial(p, measured) {
+            return;
+        }
+        if measured {
+            self.recent.push(Rate::of(p));
+        }
         if write >= BUSY {
             self.link_idle = 0;
-            if self.level < self.up.limit {
+            if !self.recent.ready() {
+                // Too early to have a base.
+            } else if self.level < self.up.limit {
                 self.try_step(self.level + 1);
             } else if self.level > self.down.limit {
                 // The way up is closed or there is none: check that this level still pays. Writes
@@ -482,7 +585,7 @@ impl AutoPolicy {
 
     /// Counts a bulk interval towards the trial under way, if any; at its end keeps the step
     /// or undoes it. True while a trial took the interval.
-    fn judge_trial(&mut self, p: &Observation) -> bool {
+    fn judge_trial(&mut self, p: &Observation, measured: bool) -> bool {
         let Some(t) = self.trial.as_mut() else {
             return false;
         };
@@ -490,47 +593,66 @@ impl AutoPolicy {
             t.skip -= 1;
             return true;
         }
-        t.got.add(Rate::of(p));
-        t.intervals += 1;
-        if t.intervals < TRIAL_INTERVALS {
+        t.seen += 1;
+        if measured {
+            t.got.add(Rate::of(p));
+            t.intervals += 1;
+        }
+        // A source that keeps pausing leaves the trial to be judged on what it measured.
+        let out_of_time = t.seen >= 2 * TRIAL_MAX;
+        if t.intervals < TRIAL_INTERVALS && !out_of_time {
             return true;
         }
         let t = *t;
-        self.trial = None;
         let up = self.level > t.from;
-        let pays = if up {
-            // A step up pays when the source moves faster and the link stays as busy (a link
-            // that is the limit carries as much as before), or when the gain is too large for
-            // the socket buffers to explain: the first bytes of a denser level fill the queue
-            // between the halves, and the source runs ahead for a moment even where the far
-            // end is the limit.
-            t.got.at_least(&t.base, UP_GAIN)
-                && (t.got.link_at_least(&t.base, LINK_HELD) || t.got.at_least(&t.base, UP_CLEAR))
-        } else {
-            t.got.at_least(&t.base, DOWN_KEEP)
-        };
+        // A step up pays when the source moves faster and the link stays as busy (a link that is
+        // the limit carries as much as before), or when the gain is large (the compressor, not
+        // the link, now sets the pace).
+        let held = t.got.link_at_least(&t.base, LINK_HELD);
+        let pays = t.intervals > 0
+            && if up {
+                t.got.at_least(&t.base, UP_GAIN) && (held || t.got.at_least(&t.base, UP_CLEAR))
+            } else {
+                t.got.at_least(&t.base, DOWN_KEEP)
+            };
+        if pays && up && !held && !t.confirming && !out_of_time {
+            // The first bytes of a denser level fill the queues between the halves and into
+            // PostgreSQL, and the source runs ahead for a while even where the far end is the
+            // limit: a large gain without the link's bytes must last past them.
+            if let Some(t) = self.trial.as_mut() {
+                t.confirming = true;
+                t.got = Rate::default();
+                t.intervals = 0;
+            }
+            return true;
+        }
+        if !pays && t.got.at_least(&t.base, LOST) && t.intervals < TRIAL_MAX && !out_of_time {
+            // Neither a gain nor a clear loss: intervals vary by more than a step's worth on a
+            // shared link, and a longer measure costs less than a wrong verdict.
+            return true;
+        }
+        self.trial = None;
         if pays {
             // The way just taken opens fully again.
             if up {
                 self.up.next = CEILING_INTERVALS;
+                // A step up just proved itself: checking at once that the level below would not
+                // do as well stakes the gain on a few noisy intervals.
+                self.down.hold(self.level);
             } else {
                 self.down.next = CEILING_INTERVALS;
             }
+            // The next base is measured afresh: a trial's intervals still carry what the queues
+            // took in.
             self.recent = Recent::default();
-            self.recent.push(t.got);
         } else {
-            if !up {
-                self.down.close(t.from);
-            } else if t.got.at_least(&t.base, DOWN_KEEP) {
-                // No gain, but no clear loss either: on a link near the next level's worth,
-                // intervals vary more than the gain; try again after the shortest wait.
-                self.up.close_once(t.from);
-            } else {
+            if up {
                 self.up.close(t.from);
+            } else {
+                self.down.close(t.from);
             }
             self.level = t.from;
-            self.recent = Recent::default();
-            self.recent.push(t.base);
+            self.recent = Recent::from(t.base, t.base_intervals);
         }
         true
     }

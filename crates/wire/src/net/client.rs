@@ -20,7 +20,7 @@ use super::stats::{track_connection, DirectionCounters, Half, Stats, StatsSnapsh
 use super::{bind_metrics, serve, Report, Reporter, Serving, Shutdown, HANDSHAKE_TIMEOUT};
 use crate::framer::{Framer, Kind};
 use crate::link::handshake::AUTO;
-use crate::link::{Accept, Hello, LinkDecoder, LinkEncoder, Reply, SenderConfig, TagSet};
+use crate::link::{Accept, Hello, LinkDecoder, LinkEncoder, Reply, SenderConfig, Settled, TagSet};
 use crate::Direction;
 
 /// Time an application gets to send its startup packet (PostgreSQL's
@@ -72,6 +72,8 @@ struct Shared {
     local: Option<TlsAcceptor>,
     stats: Arc<Stats>,
     report: Reporter,
+    /// Where `--method auto` last settled frontend->backend: the next bulk connection's start.
+    settled: Arc<Settled>,
 }
 
 /// Runs the client half until `shutdown`, then drains; returns the final totals.
@@ -108,6 +110,7 @@ pub async fn run_client(
         local,
         stats: stats.clone(),
         report: report.clone(),
+        settled: Arc::new(Settled::new()),
     });
     // Told before Listening, so whoever waits for Listening knows both addresses.
     let metrics = bind_metrics(metrics_addr.as_deref(), Half::Client, &report).await?;
@@ -334,7 +337,7 @@ async fn carry(
     let decoder = LinkDecoder::new(Direction::BackendToFrontend, accept.backend_spec)?;
     let mut sender = Sender::new(first.framer, encoder);
     if config.auto {
-        sender = sender.adapt();
+        sender = sender.adapt(shared.settled.clone());
     }
     sender.push_message(None, &first.packet)?;
     sender.feed(&first.rest)?;

@@ -4,12 +4,13 @@
 //! limit (256 KiB) is encoded as its bytes arrive, so a 300 MB DataRow never sits in memory and
 //! the buffer here stays under that limit plus one read.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use codec::Spec;
 
 use crate::framer::Framer;
-use crate::link::{AutoPolicy, Compressible, Counters, LinkEncoder, Observation};
+use crate::link::{AutoPolicy, Compressible, Counters, LinkEncoder, Observation, Settled};
 
 use super::error::NetError;
 
@@ -21,6 +22,8 @@ pub(crate) struct Sender {
     buf: Vec<u8>,
     /// `--method auto`: the policy, with what the encoder had counted at its last look.
     auto: Option<(AutoPolicy, Compressible)>,
+    /// Where the half's bulk connections in this direction settled (`--method auto`).
+    settled: Option<Arc<Settled>>,
 }
 
 /// Times one pass of the encoding pump measured, for `--method auto`.
@@ -44,12 +47,15 @@ impl Sender {
             encoder,
             buf: Vec::new(),
             auto: None,
+            settled: None,
         }
     }
 
-    /// Lets [`AutoPolicy`] choose this direction's method from now on (`--method auto`).
-    pub(crate) fn adapt(mut self) -> Self {
+    /// Lets [`AutoPolicy`] choose this direction's method from now on (`--method auto`), its
+    /// bulk traffic starting where the half's others last settled.
+    pub(crate) fn adapt(mut self, settled: Arc<Settled>) -> Self {
         self.auto = Some((AutoPolicy::new(), self.encoder.compressible()));
+        self.settled = Some(settled);
         self
     }
 
@@ -70,7 +76,15 @@ impl Sender {
             read_wait: t.read_wait,
         };
         *seen = now;
-        let Some(spec) = policy.observe(&o) else {
+        let settled = self.settled.as_deref();
+        if let Some(level) = settled.and_then(Settled::get) {
+            policy.start_at(level);
+        }
+        let switched = policy.observe(&o);
+        if let (Some(shared), Some(level)) = (settled, policy.settled()) {
+            shared.set(level);
+        }
+        let Some(spec) = switched else {
             return Ok(None);
         };
         self.encoder.switch_method(spec)?;

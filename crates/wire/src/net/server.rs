@@ -20,7 +20,7 @@ use super::{bind_metrics, serve, Report, Reporter, Serving, Shutdown, HANDSHAKE_
 use crate::framer::Framer;
 use crate::link::frame::{HEADER_LEN, MAX_HANDSHAKE_PAYLOAD};
 use crate::link::handshake::AUTO;
-use crate::link::{check_spec, Hello, LinkDecoder, LinkEncoder, Reply, SenderConfig};
+use crate::link::{check_spec, Hello, LinkDecoder, LinkEncoder, Reply, SenderConfig, Settled};
 use crate::Direction;
 
 /// How the server half runs.
@@ -54,6 +54,9 @@ struct Shared {
     stats: Arc<Stats>,
     report: Reporter,
     tap: Option<FrameTap>,
+    /// Where `--method auto` last settled backend->frontend, over the connections of every
+    /// client half: the next bulk connection's start.
+    settled: Arc<Settled>,
 }
 
 /// Runs the server half until `shutdown`, then drains; returns the final totals.
@@ -71,6 +74,7 @@ pub async fn run_server(
         stats: stats.clone(),
         report: report.clone(),
         tap: config.tap.clone(),
+        settled: Arc::new(Settled::new()),
     });
     // Told before Listening, so whoever waits for Listening knows both addresses.
     let metrics = bind_metrics(config.metrics.as_deref(), Half::Server, &report).await?;
@@ -236,7 +240,7 @@ async fn pump_link(
     )?;
     let mut sender = Sender::new(Framer::new(Direction::BackendToFrontend), encoder);
     if hello.backend_auto {
-        sender = sender.adapt();
+        sender = sender.adapt(shared.settled.clone());
     }
     let ready = Arc::new(AtomicBool::new(false));
     let f2b = DirectionCtx {

@@ -371,7 +371,7 @@ async fn auto_climbs_while_the_link_makes_the_pump_wait() {
         Framer::new(Direction::BackendToFrontend),
         LinkEncoder::new(Direction::BackendToFrontend, SenderConfig::new(none)).expect("encoder"),
     )
-    .adapt();
+    .adapt(Arc::new(crate::link::Settled::new()));
     let ectx = ctx(Direction::BackendToFrontend);
     let counters = ectx.counters[0].clone();
     let pump = tokio::spawn(async move { encode(pg, link, sender, &ectx).await });
