@@ -41,6 +41,7 @@
 //!   window per wait.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use codec::{Method, Spec};
@@ -97,7 +98,7 @@ pub const PROBE_MAX: u64 = 256 * 1024 * 1024;
 /// Index in [`LADDER`] of the lowest level a probe tries (zstd:1).
 pub const PROBE_LEVEL: usize = 2;
 /// The level the bulk connections of one half and direction last settled on, shared among
-/// them: where the next one starts.
+/// their policies ([`AutoPolicy::sharing`]): where the next one starts. None at first.
 #[derive(Debug, Default)]
 pub struct Settled(AtomicUsize);
 
@@ -107,19 +108,13 @@ impl Settled {
         Settled::default()
     }
 
-    /// The level last settled on, if any.
-    pub fn get(&self) -> Option<Level> {
-        match self.0.load(Ordering::Relaxed) {
-            0 => None,
-            n => LADDER.get(n - 1).copied(),
-        }
+    /// The level last settled on.
+    pub fn level(&self) -> Level {
+        LADDER[self.rung()]
     }
 
-    /// Records where a connection settled.
-    pub fn set(&self, level: Level) {
-        if let Some(i) = LADDER.iter().position(|l| *l == level) {
-            self.0.store(i + 1, Ordering::Relaxed);
-        }
+    fn rung(&self) -> usize {
+        self.0.load(Ordering::Relaxed).min(TOP)
     }
 }
 
@@ -356,8 +351,9 @@ impl Gate {
 #[derive(Clone, Debug)]
 pub struct AutoPolicy {
     level: usize,
-    /// Where bulk traffic starts.
-    start: usize,
+    /// Where bulk traffic starts, and where it settles, shared with the half's other
+    /// connections in this direction.
+    start: Option<Arc<Settled>>,
     mode: Mode,
     /// Highest level allowed: lowered by failed steps up and CPU-bound steps down.
     up: Gate,
@@ -393,7 +389,7 @@ impl AutoPolicy {
     pub fn new() -> Self {
         AutoPolicy {
             level: 0,
-            start: 0,
+            start: None,
             mode: Mode::Idle,
             up: Gate::open(TOP),
             down: Gate::open(0),
@@ -414,10 +410,12 @@ impl AutoPolicy {
         LADDER[self.level]
     }
 
-    /// Sets the level bulk traffic starts at from now on (see [`Settled`]).
-    pub fn start_at(&mut self, level: Level) {
-        if let Some(i) = LADDER.iter().position(|l| *l == level) {
-            self.start = i;
+    /// A direction that starts idle, its bulk traffic starting where `settled` says and
+    /// recording there where it settles.
+    pub fn sharing(settled: Arc<Settled>) -> Self {
+        AutoPolicy {
+            start: Some(settled),
+            ..AutoPolicy::new()
         }
     }
 
@@ -479,6 +477,9 @@ impl AutoPolicy {
         }
         let p = std::mem::take(&mut self.pressure);
         self.interval(&p);
+        if let (Some(shared), Some(_)) = (&self.start, self.settled()) {
+            shared.0.store(self.level, Ordering::Relaxed);
+        }
         self.decided(before)
     }
 
@@ -527,7 +528,8 @@ impl AutoPolicy {
             Mode::Idle => {
                 // This interval was idle in part, at the idle level: it measures nothing.
                 self.mode = Mode::Bulk { quiet: 0 };
-                self.set(self.start.min(self.up.limit));
+                let start = self.start.as_ref().map_or(0, |s| s.rung());
+                self.set(start.min(self.up.limit));
                 return;
             }
             Mode::Bulk { quiet } if !bulk => {

@@ -22,8 +22,6 @@ pub(crate) struct Sender {
     buf: Vec<u8>,
     /// `--method auto`: the policy, with what the encoder had counted at its last look.
     auto: Option<(AutoPolicy, Compressible)>,
-    /// Where the half's bulk connections in this direction settled (`--method auto`).
-    settled: Option<Arc<Settled>>,
 }
 
 /// Times one pass of the encoding pump measured, for `--method auto`.
@@ -47,15 +45,13 @@ impl Sender {
             encoder,
             buf: Vec::new(),
             auto: None,
-            settled: None,
         }
     }
 
     /// Lets [`AutoPolicy`] choose this direction's method from now on (`--method auto`), its
     /// bulk traffic starting where the half's others last settled.
     pub(crate) fn adapt(mut self, settled: Arc<Settled>) -> Self {
-        self.auto = Some((AutoPolicy::new(), self.encoder.compressible()));
-        self.settled = Some(settled);
+        self.auto = Some((AutoPolicy::sharing(settled), self.encoder.compressible()));
         self
     }
 
@@ -76,15 +72,7 @@ impl Sender {
             read_wait: t.read_wait,
         };
         *seen = now;
-        let settled = self.settled.as_deref();
-        if let Some(level) = settled.and_then(Settled::get) {
-            policy.start_at(level);
-        }
-        let switched = policy.observe(&o);
-        if let (Some(shared), Some(level)) = (settled, policy.settled()) {
-            shared.set(level);
-        }
-        let Some(spec) = switched else {
+        let Some(spec) = policy.observe(&o) else {
             return Ok(None);
         };
         self.encoder.switch_method(spec)?;

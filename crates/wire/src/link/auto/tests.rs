@@ -86,6 +86,16 @@ fn count(levels: &[Level], level: Level) -> usize {
     levels.iter().filter(|l| **l == level).count()
 }
 
+/// Asserts that more than `percent` of `levels` are `level`.
+fn assert_mostly(levels: &[Level], level: Level, percent: usize) {
+    let n = count(levels, level);
+    assert!(
+        n * 100 > levels.len() * percent,
+        "{n} of {} at {level:?}",
+        levels.len()
+    );
+}
+
 /// A policy compressing at zstd:1, climbed to on a slow link, its trial there kept, with a
 /// base measured.
 fn compressing() -> AutoPolicy {
@@ -188,17 +198,16 @@ fn a_slow_link_climbs_to_the_top_one_trial_per_step() {
     );
     // At the top the link still waits: trials of the level below check that zstd:6 still pays,
     // ever more rarely. Each loses 8%, short of a clear loss, so it measures TRIAL_MAX intervals.
-    let at_top = count(&levels, Level::Zstd(6));
-    assert!(
-        at_top * 100 > levels.len() * 95,
-        "{at_top} of {}",
-        levels.len()
-    );
+    assert_mostly(&levels, Level::Zstd(6), 95);
 }
 
 /// A policy settled at zstd:6 on a slow link, outside any trial.
 fn at_top() -> AutoPolicy {
-    let mut p = AutoPolicy::new();
+    climb_to_top(AutoPolicy::new())
+}
+
+/// `p` run on a slow link until settled at zstd:6, outside any trial.
+fn climb_to_top(mut p: AutoPolicy) -> AutoPolicy {
     while !(p.level() == Level::Zstd(6) && p.trial.is_none()) {
         run(&mut p, slow_link, 1);
         assert!(p.switches() < 20, "never settled at zstd:6");
@@ -219,12 +228,7 @@ fn a_step_kept_by_chance_is_undone_when_the_far_end_is_the_limit() {
     // A trial of lz4 neither gains nor loses here: it measures TRIAL_MAX intervals, and comes
     // back ever later.
     let levels = run(&mut p, far_end, 2000);
-    let verbatim = count(&levels, Level::None);
-    assert!(
-        verbatim * 100 > levels.len() * 85,
-        "{verbatim} of {}",
-        levels.len()
-    );
+    assert_mostly(&levels, Level::None, 85);
 }
 
 #[test]
@@ -288,12 +292,7 @@ fn a_gain_the_socket_buffers_explain_is_not_kept() {
     }
     let mut p = AutoPolicy::new();
     let levels = run(&mut p, transient, 2000);
-    let verbatim = count(&levels, Level::None);
-    assert!(
-        verbatim * 100 > levels.len() * 85,
-        "{verbatim} of {}",
-        levels.len()
-    );
+    assert_mostly(&levels, Level::None, 85);
     // The same gain with the link as busy as before (a slow link) is kept.
     fn slow_and_dense(l: Level) -> (u64, u32) {
         match l {
@@ -333,12 +332,7 @@ fn a_step_down_that_loses_throughput_is_undone() {
     let mut p = AutoPolicy::new();
     let levels = run(&mut p, just_enough, 2000);
     let settled = &levels[100..];
-    let at_zstd1 = count(settled, Level::Zstd(1));
-    assert!(
-        at_zstd1 * 100 > settled.len() * 90,
-        "{at_zstd1} of {} at zstd:1",
-        settled.len()
-    );
+    assert_mostly(settled, Level::Zstd(1), 90);
     assert!(
         settled.iter().all(|l| *l != Level::None),
         "never back to none"
@@ -604,15 +598,18 @@ fn a_trial_too_close_to_call_measures_longer() {
 
 #[test]
 fn bulk_traffic_starts_where_the_half_last_settled() {
-    let settled = Settled::new();
-    assert_eq!(settled.get(), None);
-    // A first connection climbs a slow link and settles at zstd:6.
-    let first = at_top();
-    settled.set(first.settled().expect("settled"));
-    assert_eq!(settled.get(), Some(Level::Zstd(6)));
+    let settled = Arc::new(Settled::new());
+    assert_eq!(settled.level(), Level::None);
+    // A first connection climbs a slow link and settles at zstd:6; the half records it.
+    let first = climb_to_top(AutoPolicy::sharing(settled.clone()));
+    assert_eq!(first.settled(), Some(Level::Zstd(6)));
+    assert_eq!(settled.level(), Level::Zstd(6));
+    // A policy of its own starts at none whatever another settled on.
+    let mut alone = AutoPolicy::new();
+    alone.observe(&pressure(&alone, 80, 10, 0));
+    assert_eq!(alone.settled(), Some(Level::None));
     // The next one starts idle at none, and its first bulk interval takes it to zstd:6.
-    let mut next = AutoPolicy::new();
-    next.start_at(settled.get().expect("set"));
+    let mut next = AutoPolicy::sharing(settled.clone());
     assert_eq!(
         next.observe(&obs(&next, 200, 100, 100)),
         None,
@@ -631,6 +628,7 @@ fn bulk_traffic_starts_where_the_half_last_settled() {
     let seen = switches(&mut next, source_bound, 200);
     assert_eq!(seen, ["zstd:3", "zstd:1", "lz4", "none"]);
     assert_eq!(next.settled(), Some(Level::None));
+    assert_eq!(settled.level(), Level::None, "the half follows");
     // A trial is not a settled level.
     let mut q = compressing();
     q.observe(&pressure(&q, 80, 10, 0));
