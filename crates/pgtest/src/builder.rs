@@ -11,6 +11,7 @@ use crate::install::PgInstall;
 #[must_use = "a builder does nothing until .start() is called"]
 pub struct ClusterBuilder {
     pub(crate) install: Option<PgInstall>,
+    pub(crate) major: Option<u32>,
     pub(crate) wal_segsize_mb: Option<u32>,
     pub(crate) data_checksums: bool,
     pub(crate) gucs: Vec<(String, String)>,
@@ -36,6 +37,7 @@ impl Default for ClusterBuilder {
     fn default() -> Self {
         ClusterBuilder {
             install: None,
+            major: None,
             wal_segsize_mb: None,
             data_checksums: false,
             gucs: Vec::new(),
@@ -54,6 +56,13 @@ impl ClusterBuilder {
     /// Uses this installation instead of [`PgInstall::find`].
     pub fn install(mut self, install: PgInstall) -> Self {
         self.install = Some(install);
+        self
+    }
+
+    /// Uses PostgreSQL `major` ([`PgInstall::of_major`]) instead of [`PgInstall::find`] (which honours
+    /// `$PGCOMPRESS_PG_MAJOR`). [`install`](Self::install) wins over this.
+    pub fn major(mut self, major: u32) -> Self {
+        self.major = Some(major);
         self
     }
 

@@ -62,9 +62,10 @@ impl Cluster {
     }
 
     pub(crate) fn create(b: ClusterBuilder) -> Result<Cluster> {
-        let install = match b.install {
-            Some(i) => i,
-            None => PgInstall::find()?,
+        let install = match (b.install, b.major) {
+            (Some(i), _) => i,
+            (None, Some(major)) => PgInstall::of_major(major)?,
+            (None, None) => PgInstall::find()?,
         };
         let tempdir = tempfile::Builder::new()
             .prefix("pgtest-")
@@ -141,6 +142,9 @@ impl Cluster {
         }
         if checksums {
             cmd.arg("--data-checksums");
+        } else if self.install.major() >= 18 {
+            // 18's initdb turns checksums on by default; the builder's default is off on every major.
+            cmd.arg("--no-data-checksums");
         }
         run(&mut cmd)?;
         Ok(())

@@ -27,6 +27,22 @@ pub enum Error {
         /// The program that is missing.
         program: String,
     },
+    /// The PostgreSQL major asked for (`PGCOMPRESS_PG_MAJOR`, `ClusterBuilder::major`) is not installed.
+    #[error(
+        "PostgreSQL {major} is not installed ({tried}); run scripts/pg-majors.sh {major} (16-18) or install Debian's postgresql-{major}"
+    )]
+    MajorNotInstalled {
+        /// The major that was asked for.
+        major: u32,
+        /// The places that were looked at, for the message.
+        tried: String,
+    },
+    /// `PGCOMPRESS_PG_MAJOR` is not a number.
+    #[error("PGCOMPRESS_PG_MAJOR={value:?} is not a PostgreSQL major version (for example 17)")]
+    BadMajorEnv {
+        /// The variable's value.
+        value: String,
+    },
     /// `postgres --version` printed something we could not parse.
     #[error("cannot parse PostgreSQL version from {output:?}")]
     BadVersion {

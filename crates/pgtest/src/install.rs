@@ -10,20 +10,40 @@ use crate::run::run_as_current_user;
 /// Environment variable naming the PostgreSQL bin directory to use, overriding every other way of finding it.
 pub const BINDIR_ENV: &str = "PGCOMPRESS_PG_BINDIR";
 
+/// Environment variable choosing the PostgreSQL major of a whole test run (for example `17`), found under
+/// [`MAJORS_ROOT_ENV`] or Debian's `/usr/lib/postgresql/<major>/bin`. Unset: the installation [`PgInstall::find`]
+/// finds today (PostgreSQL 15 on the project's machines).
+pub const MAJOR_ENV: &str = "PGCOMPRESS_PG_MAJOR";
+
+/// Environment variable naming the directory `scripts/pg-majors.sh` installs majors into (`<root>/<major>/bin`).
+pub const MAJORS_ROOT_ENV: &str = "PGCOMPRESS_PG_ROOT";
+
+/// Where `scripts/pg-majors.sh` installs PostgreSQL 16, 17 and 18 unless [`MAJORS_ROOT_ENV`] says otherwise.
+pub const DEFAULT_MAJORS_ROOT: &str = "/opt/pgcompress-pg";
+
 /// A PostgreSQL installation: where its programs live and which major version it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PgInstall {
     bindir: PathBuf,
     major: u32,
+    /// Where client programs this installation lacks come from (a server-only package such as 16's from npm
+    /// has no psql or pgbench): the newest Debian bindir, whose clients speak to any newer server.
+    clients: Option<PathBuf>,
 }
 
 impl PgInstall {
     /// Finds PostgreSQL: `$PGCOMPRESS_PG_BINDIR`, then `pg_config --bindir` from `PATH`, then the directory of
     /// `initdb` on `PATH`, then the newest `/usr/lib/postgresql/*/bin` (Debian's layout).
+    ///
+    /// With `$PGCOMPRESS_PG_MAJOR` set (and no `$PGCOMPRESS_PG_BINDIR`), finds that major with
+    /// [`PgInstall::of_major`] instead.
     pub fn find() -> Result<PgInstall> {
         if let Some(dir) = std::env::var_os(BINDIR_ENV) {
             // An explicit choice that does not work is an error, not a reason to silently test something else.
             return PgInstall::from_bindir(dir);
+        }
+        if let Some(major) = env_major()? {
+            return PgInstall::of_major(major);
         }
         let mut tried = vec![format!("${BINDIR_ENV} unset")];
         match pg_config_bindir() {
@@ -52,6 +72,35 @@ impl PgInstall {
         }
     }
 
+    /// Finds PostgreSQL `major`: `$PGCOMPRESS_PG_ROOT/<major>/bin` (default `/opt/pgcompress-pg`, filled by
+    /// `scripts/pg-majors.sh`), then Debian's `/usr/lib/postgresql/<major>/bin`. The server there must report
+    /// that major.
+    pub fn of_major(major: u32) -> Result<PgInstall> {
+        let root = std::env::var_os(MAJORS_ROOT_ENV)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_MAJORS_ROOT));
+        let candidates = [
+            root.join(major.to_string()).join("bin"),
+            PathBuf::from(format!("/usr/lib/postgresql/{major}/bin")),
+        ];
+        let mut tried = Vec::new();
+        for dir in candidates {
+            if !dir.join("postgres").is_file() {
+                tried.push(format!("no {}", dir.join("postgres").display()));
+                continue;
+            }
+            match PgInstall::from_bindir(&dir) {
+                Ok(found) if found.major == major => return Ok(found),
+                Ok(found) => tried.push(format!("{} is PostgreSQL {}", dir.display(), found.major)),
+                Err(e) => tried.push(e.to_string()),
+            }
+        }
+        Err(Error::MajorNotInstalled {
+            major,
+            tried: tried.join("; "),
+        })
+    }
+
     /// Uses the installation in `bindir`, checking that it has `initdb`, `postgres` and `pg_ctl`.
     pub fn from_bindir(bindir: impl AsRef<Path>) -> Result<PgInstall> {
         let bindir = bindir.as_ref().to_path_buf();
@@ -69,12 +118,31 @@ impl PgInstall {
         let out = run_as_current_user(&mut cmd, None, Duration::from_secs(30))?;
         let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
         let major = parse_major(&text).ok_or(Error::BadVersion { output: text })?;
-        Ok(PgInstall { bindir, major })
+        let clients = newest_debian_bindir().filter(|d| *d != bindir);
+        Ok(PgInstall {
+            bindir,
+            major,
+            clients,
+        })
     }
 
-    /// Path of the program `name` (for example `"pg_waldump"`) in this installation.
+    /// Path of the program `name` (for example `"psql"`): this installation's own, or, when it has none (a
+    /// server-only package), the newest Debian installation's. Use [`own_bin`](Self::own_bin) for programs that
+    /// must match the server's major, such as `pg_waldump`.
     pub fn bin(&self, name: &str) -> PathBuf {
-        self.bindir.join(name)
+        let own = self.bindir.join(name);
+        if own.is_file() {
+            return own;
+        }
+        match &self.clients {
+            Some(dir) if dir.join(name).is_file() => dir.join(name),
+            _ => own,
+        }
+    }
+
+    /// This installation's own program `name`, if it has one.
+    pub fn own_bin(&self, name: &str) -> Option<PathBuf> {
+        Some(self.bindir.join(name)).filter(|p| p.is_file())
     }
 
     /// The bin directory.
@@ -85,6 +153,22 @@ impl PgInstall {
     /// Major version, for example 15 (for versions before 10 this is the first component only, e.g. 9).
     pub fn major(&self) -> u32 {
         self.major
+    }
+}
+
+/// The major `$PGCOMPRESS_PG_MAJOR` asks for, if set.
+fn env_major() -> Result<Option<u32>> {
+    match std::env::var(MAJOR_ENV) {
+        Ok(v) if v.trim().is_empty() => Ok(None),
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| Error::BadMajorEnv { value: v }),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => Err(Error::BadMajorEnv {
+            value: v.to_string_lossy().into_owned(),
+        }),
     }
 }
 
@@ -145,6 +229,19 @@ mod tests {
         let install = PgInstall::find().expect("PostgreSQL must be installed to run pgtest");
         assert!(install.major() >= 10, "{install:?}");
         assert!(install.bin("psql").is_file());
+    }
+
+    #[test]
+    fn a_missing_major_names_itself() {
+        let err = PgInstall::of_major(9).expect_err("PostgreSQL 9 is not installed here");
+        assert!(
+            matches!(err, Error::MajorNotInstalled { major: 9, .. }),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("PostgreSQL 9 is not installed"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub mod workload;
 pub use builder::ClusterBuilder;
 pub use cluster::{Cluster, SUPERUSER};
 pub use error::{Error, Result};
-pub use install::{which, PgInstall, BINDIR_ENV};
+pub use install::{which, PgInstall, BINDIR_ENV, DEFAULT_MAJORS_ROOT, MAJORS_ROOT_ENV, MAJOR_ENV};
 pub use run::run;
 pub use wal::is_wal_segment_name;
 
