@@ -19,7 +19,7 @@ declare -A TESTS=(
     [wal]="pg_waldump verify"
     [advise]="advise"
     [archive]="archive_e2e"
-    [tunnel]="tunnel_clients"
+    [tunnel]="tunnel_clients tunnel_replication"
     [logical]="logical_recv"
     [demo]="demo"
 )

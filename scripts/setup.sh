@@ -86,6 +86,13 @@ if ! have_pg8000; then
     have_pg8000 || { echo "setup: pg8000's tests did not install into $PG8000_SRC" >&2; exit 1; }
 fi
 
+# PostgreSQL 16, 17 and 18 beside Debian's 15, only when asked for (scripts/test.sh asks for the
+# smoke of those majors; scripts/matrix.sh installs them itself): PGCOMPRESS_PG_MAJORS="16 17 18".
+if [ -n "${PGCOMPRESS_PG_MAJORS:-}" ]; then
+    # shellcheck disable=SC2086 # a list of majors
+    bash "$(dirname "$0")/pg-majors.sh" $PGCOMPRESS_PG_MAJORS
+fi
+
 for c in rustfmt clippy; do
     if ! cargo "${c/rustfmt/fmt}" --version >/dev/null 2>&1; then
         rustup component add "$c"

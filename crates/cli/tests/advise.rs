@@ -20,6 +20,20 @@ use wal::source::SegmentSet;
 /// A cluster started with `wal_compression = setting` (so every process writes with
 /// it), and the archived segments of a small workload: pgbench after a checkpoint,
 /// then text pages that compress well.
+/// Whether the server under test (PGCOMPRESS_PG_MAJOR) was built with `setting`: the packages of
+/// 16 and 18 the matrix runs have pglz only. Says so on stderr when not.
+fn build_offers(setting: &str) -> bool {
+    let cluster = Cluster::start().expect("cluster");
+    let offered = common::offered_settings(&cluster).contains(&setting);
+    if !offered {
+        eprintln!(
+            "PostgreSQL {}'s build offers no wal_compression = {setting}: nothing to predict",
+            cluster.install().major()
+        );
+    }
+    offered
+}
+
 fn wal_written_with(setting: &str) -> (Cluster, Vec<PathBuf>) {
     let cluster = Cluster::builder()
         .wal_segsize_mb(1)
@@ -142,6 +156,9 @@ fn pglz_prediction_equals_what_postgres_stored() {
 
 #[test]
 fn lz4_prediction_within_half_a_percent_and_damage_is_reported() {
+    if !build_offers("lz4") {
+        return;
+    }
     let (_cluster, files) = wal_written_with("lz4");
     check_own_prediction("lz4", &files, 0.005);
 
@@ -161,6 +178,9 @@ fn lz4_prediction_within_half_a_percent_and_damage_is_reported() {
 
 #[test]
 fn zstd_prediction_within_half_a_percent_and_samples_within_their_interval() {
+    if !build_offers("zstd") {
+        return;
+    }
     let (_cluster, files) = wal_written_with("zstd");
     check_own_prediction("zstd", &files, 0.005);
 

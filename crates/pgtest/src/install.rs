@@ -26,9 +26,11 @@ pub const DEFAULT_MAJORS_ROOT: &str = "/opt/pgcompress-pg";
 pub struct PgInstall {
     bindir: PathBuf,
     major: u32,
-    /// Where client programs this installation lacks come from (a server-only package such as 16's from npm
-    /// has no psql or pgbench): the newest Debian bindir, whose clients speak to any newer server.
-    clients: Option<PathBuf>,
+    /// Where client programs this installation lacks come from, in order (a server-only package such as 16's
+    /// from npm has no psql, pg_dump or pg_basebackup): the next newer majors installed by
+    /// `scripts/pg-majors.sh` first, since pg_dump and pg_basebackup refuse servers newer than themselves,
+    /// then the newest Debian bindir.
+    clients: Vec<PathBuf>,
 }
 
 impl PgInstall {
@@ -76,9 +78,7 @@ impl PgInstall {
     /// `scripts/pg-majors.sh`), then Debian's `/usr/lib/postgresql/<major>/bin`. The server there must report
     /// that major.
     pub fn of_major(major: u32) -> Result<PgInstall> {
-        let root = std::env::var_os(MAJORS_ROOT_ENV)
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(DEFAULT_MAJORS_ROOT));
+        let root = majors_root();
         let candidates = [
             root.join(major.to_string()).join("bin"),
             PathBuf::from(format!("/usr/lib/postgresql/{major}/bin")),
@@ -118,7 +118,12 @@ impl PgInstall {
         let out = run_as_current_user(&mut cmd, None, Duration::from_secs(30))?;
         let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
         let major = parse_major(&text).ok_or(Error::BadVersion { output: text })?;
-        let clients = newest_debian_bindir().filter(|d| *d != bindir);
+        let root = majors_root();
+        let clients = (major + 1..=major + 3)
+            .map(|m| root.join(m.to_string()).join("bin"))
+            .chain(newest_debian_bindir())
+            .filter(|d| *d != bindir && d.is_dir())
+            .collect();
         Ok(PgInstall {
             bindir,
             major,
@@ -134,10 +139,11 @@ impl PgInstall {
         if own.is_file() {
             return own;
         }
-        match &self.clients {
-            Some(dir) if dir.join(name).is_file() => dir.join(name),
-            _ => own,
-        }
+        self.clients
+            .iter()
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_file())
+            .unwrap_or(own)
     }
 
     /// This installation's own program `name`, if it has one.
@@ -154,6 +160,12 @@ impl PgInstall {
     pub fn major(&self) -> u32 {
         self.major
     }
+}
+
+fn majors_root() -> PathBuf {
+    std::env::var_os(MAJORS_ROOT_ENV)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_MAJORS_ROOT))
 }
 
 /// The major `$PGCOMPRESS_PG_MAJOR` asks for, if set.
