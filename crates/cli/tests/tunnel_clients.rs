@@ -194,6 +194,15 @@ fn pgbench_simple_extended_prepared() {
 #[test]
 fn pg_dump_then_pg_restore_jobs_2() {
     let cluster = Cluster::start().expect("cluster");
+    if cluster.install().own_bin("pg_restore").is_none() {
+        // A server-only package (16's): 15's pg_dump refuses a newer server, and 17's pg_restore
+        // sets transaction_timeout, which 16 does not know. No client of this major exists here.
+        eprintln!(
+            "PostgreSQL {} has no pg_dump/pg_restore of its own here: not tested",
+            cluster.install().major()
+        );
+        return;
+    }
     cluster.pgbench_init(1).expect("pgbench -i");
     cluster
         .psql(
