@@ -20,9 +20,14 @@ if [ "${FUZZ_SECONDS:-20}" != 0 ]; then
 fi
 echo "== cargo test"
 cargo test --workspace --locked
-# A short smoke of the other majors: one test per channel, the same tests the default run
-# gives PostgreSQL 15 (scripts/matrix.sh runs them all).
+# A short smoke of the other majors: one test per channel (wal, advise, archive, tunnel,
+# logical, demo), the same tests the default run gives PostgreSQL 15; scripts/matrix.sh runs
+# them all.
 for m in $PGCOMPRESS_PG_MAJORS; do
     echo "== smoke, PostgreSQL $m"
-    PGCOMPRESS_PG_MAJOR=$m cargo test -q -p cli --locked --test pg_waldump stats_equal_pg_waldump_1mb_segments
+    PGCOMPRESS_PG_MAJOR=$m cargo test -q -p cli --locked \
+        --test pg_waldump --test advise --test archive_e2e --test tunnel_clients --test logical_recv --test demo -- \
+        stats_equal_pg_waldump_1mb_segments pglz_prediction_equals_what_postgres_stored \
+        recovery_from_a_directory_archive_reaches_the_same_data pgbench_simple_extended_prepared \
+        same_changes_as_test_decoding_at_default_work_mem demo_json_compares_the_four_settings
 done
