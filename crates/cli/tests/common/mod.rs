@@ -69,7 +69,7 @@ pub fn corpus(seg_mb: u32, transactions: u32) -> Corpus {
         .expect("reset");
     let files = phase(&cluster, "mixed", || {
         cluster.checkpoint().expect("checkpoint");
-        for s in settings.iter().copied() {
+        for s in &settings {
             cluster
                 .psql(&format!(
                     "CHECKPOINT;
