@@ -141,9 +141,16 @@ fn recovery_reaches_the_same_data<R: Repo>(repo: &R, top: &Path) {
         );
         row.split(' ').next().is_some_and(|l| l >= last.as_str())
     });
-    assert_ne!(cluster.query_one(CHECKSUM_SQL).expect("checksum"), checksum);
+    let final_checksum = cluster.query_one(CHECKSUM_SQL).expect("checksum");
+    assert_ne!(final_checksum, checksum);
     let archived = list_json(repo)["files"].as_array().map_or(0, Vec::len);
     assert!(archived >= 3, "only {archived} files archived");
+
+    // A copy of the base backup for the standby below, before the recovery settings go in.
+    let standby_data = top.join("standby");
+    let mut cp = Command::new("cp");
+    cp.arg("-a").arg(&backup).arg(&standby_data);
+    run(&mut cp).expect("copy the base backup");
 
     // The second cluster: the base backup, restore_command = get, a named target.
     let sock = server_writable_dir(top, "sock2");
@@ -193,6 +200,50 @@ fn recovery_reaches_the_same_data<R: Repo>(repo: &R, top: &Path) {
     );
     assert!(log_text.contains("restored log file"), "{log_text}");
     assert_eq!(restored.query(CHECKSUM_SQL), checksum, "{log_text}");
+
+    // A standby fed from the archive alone (standby.signal, restore_command, no primary_conninfo)
+    // replays every archived segment, past the restore point, to the primary's last switch.
+    let sock = server_writable_dir(top, "sock3");
+    let port = cluster.port() + 2000;
+    let mut conf = std::fs::read_to_string(standby_data.join("postgresql.conf")).expect("conf");
+    conf.push_str(&format!(
+        "\nport = {port}\nunix_socket_directories = '{}'\narchive_mode = off\n\
+         restore_command = '{get}'\n",
+        sock.display()
+    ));
+    std::fs::write(standby_data.join("postgresql.conf"), conf).expect("write conf");
+    std::fs::write(standby_data.join("standby.signal"), "").expect("standby.signal");
+    chown_tree(&standby_data);
+    let standby = Restored {
+        source: &cluster,
+        data: standby_data,
+        sock,
+        port,
+    };
+    let log = top.join("standby.log");
+    std::fs::write(&log, "").expect("log");
+    pgtest::run::chown_to_server_user(&log).expect("chown log");
+    standby
+        .pg_ctl(&[
+            "-l",
+            log.to_str().expect("path"),
+            "-w",
+            "-t",
+            "120",
+            "start",
+        ])
+        .unwrap_or_else(|e| {
+            panic!(
+                "start the standby: {e}\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            )
+        });
+    wait(
+        "the standby to replay the archive",
+        Duration::from_secs(120),
+        || standby.query(CHECKSUM_SQL) == final_checksum,
+    );
+    assert_eq!(standby.query("SELECT pg_is_in_recovery()"), "t");
 }
 
 /// Hands a copied data directory to the server user.
