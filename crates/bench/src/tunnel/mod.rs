@@ -2,6 +2,8 @@
 //! PostgreSQL and a client half for the applications, each a child process; and what their stats files
 //! say once they have stopped.
 
+mod config;
+mod meter;
 mod pair;
 pub mod relay;
 pub mod report;

@@ -73,8 +73,8 @@ pub struct Pair {
     dir: tempfile::TempDir,
 }
 
-/// A port on 127.0.0.1 that was free a moment ago.
-fn free_port() -> Result<u16> {
+/// A port on 127.0.0.1 that was free a moment ago (in a fresh namespace, every port is).
+pub(super) fn free_port() -> Result<u16> {
     pgtest::free_port().io(|| "finding a free port on 127.0.0.1".into())
 }
 
