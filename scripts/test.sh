@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
+echo "== module cycles"
+python3 scripts/module-cycles.py
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 if [ "${FUZZ_SECONDS:-20}" != 0 ]; then
