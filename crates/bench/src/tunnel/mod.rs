@@ -2,6 +2,7 @@
 //! PostgreSQL and a client half for the applications, each a child process; and what their stats files
 //! say once they have stopped.
 
+mod child;
 mod config;
 mod meter;
 mod pair;

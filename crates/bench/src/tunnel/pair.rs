@@ -1,18 +1,15 @@
 //! A tunnel pair run as two `pgcompress` child processes: on loopback, or each half through a command
 //! wrapper (`ip netns exec NS`) with the link between two addresses.
 
+use super::child::spawn_until;
 use crate::error::{Error, IoContext, Result};
 use serde::Deserialize;
 use std::ffi::OsStr;
-use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
-use std::process::{Child, ChildStderr, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// How long a half may take to print that it listens.
-const START_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long a half may take to drain and exit after SIGTERM.
 const STOP_TIMEOUT: Duration = Duration::from_secs(40);
 
@@ -78,57 +75,16 @@ pub(super) fn free_port() -> Result<u16> {
     pgtest::free_port().io(|| "finding a free port on 127.0.0.1".into())
 }
 
-/// Waits until the half's standard error says it listens; keeps reading it afterwards so the
-/// half never blocks on a full pipe, and returns what it printed before, if it failed.
-fn await_listening(what: &str, stderr: ChildStderr) -> Result<()> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut lines = BufReader::new(stderr).lines();
-        let mut said = String::new();
-        for line in lines.by_ref().map_while(std::result::Result::ok) {
-            if line.contains("listening on") {
-                let _ = tx.send(Ok(()));
-                break;
-            }
-            said.push_str(&line);
-            said.push('\n');
-        }
-        let _ = tx.send(Err(said));
-        // Drain the rest (per-connection lines, the exit summary) so the half never blocks.
-        for _ in lines.map_while(std::result::Result::ok) {}
-    });
-    match rx.recv_timeout(START_TIMEOUT) {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(said)) => Err(Error::Tunnel {
-            what: what.into(),
-            reason: format!("exited before listening: {}", said.trim()),
-        }),
-        Err(_) => Err(Error::Tunnel {
-            what: what.into(),
-            reason: format!("did not listen within {} s", START_TIMEOUT.as_secs()),
-        }),
-    }
-}
-
+/// Starts a half and waits until it says it listens; kills it if it does not.
 fn spawn(what: &str, cmd: &mut Command) -> Result<Child> {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|source| Error::Spawn {
-            what: what.into(),
-            program: "pgcompress".into(),
-            source,
-        })?;
-    let stderr = child
-        .stderr
-        .take()
-        .ok_or(Error::Internal("stderr not piped"))?;
-    if let Err(e) = await_listening(what, stderr) {
+    let (mut child, ready) = spawn_until(cmd, "pgcompress", what, "listening on")?;
+    if let Err(reason) = ready {
         let _ = child.kill();
         let _ = child.wait();
-        return Err(e);
+        return Err(Error::Tunnel {
+            what: what.into(),
+            reason,
+        });
     }
     Ok(child)
 }

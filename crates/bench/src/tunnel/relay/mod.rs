@@ -9,14 +9,13 @@
 //!
 //! The CPU time of each relay's process tree is [`crate::sys::tree_cpu_seconds`]'s.
 
+use super::child::spawn_until;
 use crate::error::{Error, Result};
 use crate::sys::{alive, descendants, present, signal};
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 mod socat;
@@ -25,8 +24,6 @@ mod ssh;
 pub use socat::SocatPair;
 pub use ssh::SshForward;
 
-/// How long a relay process may take to say it listens.
-const START_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long a process may take to exit after SIGTERM before it gets SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(3);
 
@@ -93,47 +90,18 @@ impl Proc {
         cmd: &mut Command,
         ready: &str,
     ) -> Result<(Proc, Vec<String>)> {
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|source| Error::Spawn {
-                what: format!("starting the {label}"),
-                program: program.into(),
-                source,
-            })?;
-        let stderr = child
-            .stderr
-            .take()
-            .ok_or(Error::Internal("stderr not piped"))?;
-        let (tx, rx) = mpsc::channel();
-        let ready = ready.to_owned();
-        std::thread::spawn(move || {
-            let mut lines = BufReader::new(stderr).lines();
-            let mut said = Vec::new();
-            for line in lines.by_ref().map_while(std::result::Result::ok) {
-                let done = line.contains(&ready);
-                said.push(line);
-                if done {
-                    let _ = tx.send(Ok(std::mem::take(&mut said)));
-                    break;
-                }
-            }
-            let _ = tx.send(Err(said));
-            for _ in lines.map_while(std::result::Result::ok) {}
-        });
+        let (child, ready) = spawn_until(cmd, program, &format!("starting the {label}"), ready)?;
         let mut p = Proc { label, child };
-        let reason = match rx.recv_timeout(START_TIMEOUT) {
-            Ok(Ok(said)) => return Ok((p, said)),
-            Ok(Err(said)) => format!("exited before listening: {}", last_lines(&said)),
-            Err(_) => format!("did not listen within {} s", START_TIMEOUT.as_secs()),
-        };
-        p.stop();
-        Err(Error::Tunnel {
-            what: format!("the {label}"),
-            reason,
-        })
+        match ready {
+            Ok(said) => Ok((p, said)),
+            Err(reason) => {
+                p.stop();
+                Err(Error::Tunnel {
+                    what: format!("the {label}"),
+                    reason,
+                })
+            }
+        }
     }
 
     fn pid(&self) -> u32 {
@@ -171,16 +139,6 @@ impl Proc {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// The last few lines a process printed, for an error message.
-fn last_lines(said: &[String]) -> String {
-    let tail: Vec<&str> = said.iter().rev().take(3).rev().map(|s| s.trim()).collect();
-    if tail.is_empty() {
-        "no message".into()
-    } else {
-        tail.join(" / ")
     }
 }
 
