@@ -228,6 +228,37 @@ pub fn tree_cpu_seconds(pid: u32) -> std::io::Result<f64> {
     Ok(total)
 }
 
+/// Runs `cmd` (`program`, named in errors) to its end, its standard input empty, and returns what it
+/// printed; fails on a non-zero exit with the first lines of its standard error. `what` names the step.
+pub fn checked_output(
+    cmd: &mut Command,
+    program: &str,
+    what: &str,
+) -> Result<std::process::Output> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|source| Error::Spawn {
+            what: what.into(),
+            program: program.into(),
+            source,
+        })?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr: Vec<&str> = stderr.trim().lines().take(3).collect();
+        return Err(Error::Failed {
+            what: what.into(),
+            status: out.status,
+            stderr: if stderr.is_empty() {
+                "no message".into()
+            } else {
+                stderr.join(" / ")
+            },
+        });
+    }
+    Ok(out)
+}
+
 /// Runs `cmd` to its end, its standard input empty, and returns the byte count and SHA-256 (hex) of its
 /// standard output, read as it comes; `what` names the step in errors. Fails on a non-zero exit with what it
 /// printed on standard error.

@@ -3,11 +3,12 @@
 
 use super::child::spawn_until;
 use crate::error::{Error, IoContext, Result};
+use crate::sys::checked_output;
 use serde::Deserialize;
 use std::ffi::OsStr;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 /// How long a half may take to drain and exit after SIGTERM.
@@ -112,26 +113,15 @@ impl Pair {
             .tempdir()
             .io(|| "creating a directory for the tunnel's keys".into())?;
         let keys = dir.path().join("keys");
-        let status = Command::new(&o.pgcompress)
-            .args(["tunnel", "keys"])
-            .arg(&keys)
-            .arg("--server-name")
-            .arg(place.server_addr.to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .output()
-            .map_err(|source| Error::Spawn {
-                what: "pgcompress tunnel keys".into(),
-                program: o.pgcompress.display().to_string(),
-                source,
-            })?;
-        if !status.status.success() {
-            return Err(Error::Failed {
-                what: "pgcompress tunnel keys".into(),
-                status: status.status,
-                stderr: String::from_utf8_lossy(&status.stderr).trim().to_owned(),
-            });
-        }
+        checked_output(
+            Command::new(&o.pgcompress)
+                .args(["tunnel", "keys"])
+                .arg(&keys)
+                .arg("--server-name")
+                .arg(place.server_addr.to_string()),
+            &o.pgcompress.display().to_string(),
+            "pgcompress tunnel keys",
+        )?;
         let k = |f: &str| keys.join(f);
         let link_port = free_port()?;
         let link = std::net::SocketAddr::new(place.server_addr, link_port);

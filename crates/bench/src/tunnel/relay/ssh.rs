@@ -3,11 +3,12 @@
 use super::super::pair::free_port;
 use super::{require, PgTarget, Proc};
 use crate::error::{Error, IoContext, Result};
+use crate::sys::checked_output;
 use std::ffi::{OsStr, OsString};
 use std::net::{IpAddr, Ipv4Addr};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 /// Debian's OpenSSH server; sshd re-executes itself and insists on an absolute path.
 const SSHD: &str = "/usr/sbin/sshd";
@@ -29,32 +30,23 @@ pub struct SshForward {
 
 /// Runs `ssh-keygen` for a new ed25519 key without a passphrase at `path`.
 fn keygen(path: &Path) -> Result<()> {
-    let out = Command::new("ssh-keygen")
-        .args([
-            "-q",
-            "-t",
-            "ed25519",
-            "-N",
-            "",
-            "-C",
-            "pgcompress-bench",
-            "-f",
-        ])
-        .arg(path)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|source| Error::Spawn {
-            what: format!("making the key {}", path.display()),
-            program: "ssh-keygen".into(),
-            source,
-        })?;
-    if !out.status.success() {
-        return Err(Error::Failed {
-            what: format!("ssh-keygen -f {}", path.display()),
-            status: out.status,
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-        });
-    }
+    let mut cmd = Command::new("ssh-keygen");
+    cmd.args([
+        "-q",
+        "-t",
+        "ed25519",
+        "-N",
+        "",
+        "-C",
+        "pgcompress-bench",
+        "-f",
+    ])
+    .arg(path);
+    checked_output(
+        &mut cmd,
+        "ssh-keygen",
+        &format!("ssh-keygen -f {}", path.display()),
+    )?;
     Ok(())
 }
 
