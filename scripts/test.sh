@@ -12,6 +12,8 @@ export PGCOMPRESS_PG_MAJORS="${PGCOMPRESS_PG_MAJORS-16 17 18}"
 bash scripts/setup.sh
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
+echo "== module cycles"
+python3 scripts/module-cycles.py
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 if [ "${FUZZ_SECONDS:-20}" != 0 ]; then

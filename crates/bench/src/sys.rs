@@ -79,6 +79,30 @@ pub fn steal_share(start: Option<&CpuTimes>, end: Option<&CpuTimes>) -> Option<f
     Some(steal as f64 / total as f64)
 }
 
+/// Cores, RAM, kernel and CPU model on one line.
+pub fn machine() -> String {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let ram_gib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))?
+                .split_whitespace()
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .map_or("? GiB".into(), |kb| {
+            format!("{:.0} GiB", kb as f64 / 1048576.0)
+        });
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map_or("?".into(), |s| s.trim().to_string());
+    format!(
+        "{cores} cores, {ram_gib} RAM, Linux {kernel}, {}",
+        cpu_model().unwrap_or_else(|| "CPU model unknown".into())
+    )
+}
+
 /// A process's pid from the first line of a PostgreSQL data directory's `postmaster.pid`.
 pub fn postmaster_pid(data_dir: &Path) -> Option<u32> {
     let text = std::fs::read_to_string(data_dir.join("postmaster.pid")).ok()?;
@@ -133,6 +157,108 @@ pub fn server_cpu_s(postmaster: u32) -> Option<f64> {
     Some(total as f64 / ticks)
 }
 
+/// Sends `sig` to `pid`; a process already gone is not an error.
+pub(crate) fn signal(pid: u32, sig: nix::sys::signal::Signal) {
+    if let Ok(p) = i32::try_from(pid) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), sig);
+    }
+}
+
+/// The state letter of a process (`R`, `S`, `Z`, ...), `None` when it is gone.
+fn state(pid: u32) -> Option<char> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    text[text.rfind(')')? + 1..].trim_start().chars().next()
+}
+
+/// Running: present and not a zombie.
+pub(crate) fn alive(pid: u32) -> bool {
+    state(pid).is_some_and(|s| s != 'Z')
+}
+
+/// Present in /proc, zombies included.
+pub(crate) fn present(pid: u32) -> bool {
+    state(pid).is_some()
+}
+
+/// Every live descendant of `root`, deepest first (children before their parents).
+pub fn descendants(root: u32) -> Vec<u32> {
+    let mut parent = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            if let Some(s) = ProcStat::of(pid) {
+                parent.push((pid, s.ppid));
+            }
+        }
+    }
+    let mut found = vec![root];
+    let mut k = 0;
+    while k < found.len() {
+        let p = found[k];
+        found.extend(parent.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        k += 1;
+    }
+    found.remove(0);
+    found.reverse();
+    found
+}
+
+/// CPU seconds of process `pid`: its own user and system time and that of the children it has waited
+/// for (utime + stime + cutime + cstime of /proc/PID/stat). Clock ticks per second from the system, or 100.
+pub fn cpu_seconds(pid: u32) -> std::io::Result<f64> {
+    let s = ProcStat::of(pid).ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("/proc/{pid}/stat is missing or unreadable"),
+        )
+    })?;
+    Ok((s.own + s.reaped) as f64 / ticks_per_second().unwrap_or(100.0))
+}
+
+/// CPU seconds of `pid` and of every live descendant ([`cpu_seconds`] of each): a forking relay's CPU,
+/// whether its connections have ended (their time is in the parent's cutime/cstime) or not.
+pub fn tree_cpu_seconds(pid: u32) -> std::io::Result<f64> {
+    let mut total = cpu_seconds(pid)?;
+    for d in descendants(pid) {
+        // A descendant that ended a moment ago is now in its parent's figures.
+        total += cpu_seconds(d).unwrap_or(0.0);
+    }
+    Ok(total)
+}
+
+/// Runs `cmd` (`program`, named in errors) to its end, its standard input empty, and returns what it
+/// printed; fails on a non-zero exit with the first lines of its standard error. `what` names the step.
+pub fn checked_output(
+    cmd: &mut Command,
+    program: &str,
+    what: &str,
+) -> Result<std::process::Output> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|source| Error::Spawn {
+            what: what.into(),
+            program: program.into(),
+            source,
+        })?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr: Vec<&str> = stderr.trim().lines().take(3).collect();
+        return Err(Error::Failed {
+            what: what.into(),
+            status: out.status,
+            stderr: if stderr.is_empty() {
+                "no message".into()
+            } else {
+                stderr.join(" / ")
+            },
+        });
+    }
+    Ok(out)
+}
+
 /// Runs `cmd` to its end, its standard input empty, and returns the byte count and SHA-256 (hex) of its
 /// standard output, read as it comes; `what` names the step in errors. Fails on a non-zero exit with what it
 /// printed on standard error.
@@ -180,6 +306,7 @@ pub fn hash_stdout(cmd: &mut Command, what: &str) -> Result<(u64, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::{Duration, Instant};
 
     const STAT_A: &str = "cpu  100 5 50 800 10 1 2 32 7 0\ncpu0 50 2 25 400 5 0 1 16 3 0\nintr 1\n";
     const STAT_B: &str = "cpu  160 5 70 900 10 1 2 52 9 0\ncpu0 80 2 35 450 5 0 1 26 4 0\nintr 2\n";
@@ -238,5 +365,27 @@ mod tests {
     #[test]
     fn clock_ticks_come_from_the_system() {
         assert!(ticks_per_second().is_some_and(|t| t >= 1.0));
+    }
+
+    #[test]
+    fn cpu_seconds_of_this_process_and_its_tree() {
+        let me = std::process::id();
+        // Burn a little CPU so the figure is above zero at 100 ticks per second.
+        let t = Instant::now();
+        let mut x = 0u64;
+        while t.elapsed() < Duration::from_millis(60) {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        assert_ne!(x, 1);
+        let own = cpu_seconds(me).expect("own");
+        assert!(own > 0.0, "{own}");
+        let mut sleeper = Command::new("sleep").arg("5").spawn().expect("sleep");
+        assert!(descendants(me).contains(&sleeper.id()));
+        let tree = tree_cpu_seconds(me).expect("tree");
+        assert!(tree >= own, "{tree} < {own}");
+        let _ = sleeper.kill();
+        let _ = sleeper.wait();
+        assert!(!descendants(me).contains(&sleeper.id()));
+        assert!(cpu_seconds(u32::MAX).is_err());
     }
 }

@@ -3,7 +3,8 @@
 //! gets, to the Unix socket and to TCP; a connection held open while the relay is dropped is cut, and every
 //! process of the relay (forked socat children and sshd's per-connection processes included) is gone.
 
-use bench::tunnel::relay::{descendants, tree_cpu_seconds, PgTarget, SocatPair, SshForward};
+use bench::sys::{descendants, tree_cpu_seconds};
+use bench::tunnel::relay::{PgTarget, SocatPair, SshForward};
 use pgtest::Cluster;
 use sha2::{Digest, Sha256};
 use std::ffi::OsStr;

@@ -4,9 +4,9 @@
 use crate::args::bench::{
     BenchArchiveArgs, BenchCommand, BenchReadArgs, BenchSpillArgs, BenchTunnelArgs, BenchWalArgs,
 };
+use crate::long_run::{self, me, EXIT_INTERRUPTED};
 use anyhow::Context;
 use serde::Serialize;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Runs one `bench` command.
@@ -18,11 +18,6 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Spill(a) => spill(a),
         BenchCommand::Tunnel(a) => tunnel(a),
     }
-}
-
-/// This executable, which the benchmarks time as `pgcompress`.
-pub fn me() -> anyhow::Result<PathBuf> {
-    std::env::current_exe().context("locating this executable")
 }
 
 /// Prints `report` as pretty JSON or as its text.
@@ -82,12 +77,7 @@ fn archive(a: BenchArchiveArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn spill(a: BenchSpillArgs) -> anyhow::Result<ExitCode> {
-    use std::sync::atomic::Ordering;
-    // As in the demo: Ctrl-C unwinds to here, and dropping the cluster stops and deletes it.
-    let _ = ctrlc::set_handler(|| crate::demo::INTERRUPTED.store(true, Ordering::SeqCst));
-    let progress = crate::demo::progress::Progress::labelled("pgcompress bench spill", || {
-        crate::demo::INTERRUPTED.load(Ordering::SeqCst)
-    });
+    let progress = long_run::start("pgcompress bench spill");
     let result = bench::spill::run(
         &bench::spill::Options {
             rows: a.rows,
@@ -98,11 +88,9 @@ fn spill(a: BenchSpillArgs) -> anyhow::Result<ExitCode> {
         &progress,
     );
     progress.finish();
-    if matches!(&result, Err(e) if e.is_cancelled())
-        || crate::demo::INTERRUPTED.load(Ordering::SeqCst)
-    {
+    if matches!(&result, Err(e) if e.is_cancelled()) || long_run::interrupted() {
         eprintln!("pgcompress: interrupted; the temporary cluster was stopped and deleted");
-        return Ok(ExitCode::from(crate::demo::EXIT_INTERRUPTED));
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
     }
     let report = result?;
     print(a.json, &report, bench::spill::Report::text)?;
@@ -118,23 +106,12 @@ fn spill(a: BenchSpillArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn tunnel(a: BenchTunnelArgs) -> anyhow::Result<ExitCode> {
-    use std::sync::atomic::Ordering;
-    // As in the demo: Ctrl-C ends the run between steps; dropping the cluster, the relays and the
-    // namespaces cleans up.
-    let _ = ctrlc::set_handler(|| crate::demo::INTERRUPTED.store(true, Ordering::SeqCst));
-    let progress = crate::demo::progress::Progress::labelled("pgcompress bench tunnel", || {
-        crate::demo::INTERRUPTED.load(Ordering::SeqCst)
-    });
-    let command = std::env::args()
-        .map(|a| {
-            if a.is_empty() || a.contains([' ', '"', '\'']) {
-                format!("'{}'", a.replace('\'', "'\\''"))
-            } else {
-                a
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ");
+    // Ctrl-C ends the run between steps; dropping the cluster, the relays and the namespaces cleans up.
+    let progress = long_run::start("pgcompress bench tunnel");
+    // The command line as a shell would take it back, recorded in the report.
+    let args: Vec<String> = std::env::args().collect();
+    let command =
+        shlex::try_join(args.iter().map(String::as_str)).unwrap_or_else(|_| args.join(" "));
     let result = bench::tunnel::run::run(
         &bench::tunnel::run::Options {
             pgcompress: me()?,
@@ -150,13 +127,11 @@ fn tunnel(a: BenchTunnelArgs) -> anyhow::Result<ExitCode> {
         &progress,
     );
     progress.finish();
-    if matches!(&result, Err(e) if e.is_cancelled())
-        || crate::demo::INTERRUPTED.load(Ordering::SeqCst)
-    {
+    if matches!(&result, Err(e) if e.is_cancelled()) || long_run::interrupted() {
         eprintln!(
             "pgcompress: interrupted; the cluster, the relays and the namespaces were removed"
         );
-        return Ok(ExitCode::from(crate::demo::EXIT_INTERRUPTED));
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
     }
     let report = result?;
     if let Some(path) = &a.html {

@@ -2,20 +2,10 @@
 //! cluster. The runs are the `bench` crate's ([`bench::demo`]); this module handles Ctrl-C, shows progress
 //! and prints the comparison.
 
-pub(crate) mod progress;
-
 use crate::args::bench::DemoArgs;
-use progress::Progress;
+use crate::long_run::{self, EXIT_INTERRUPTED};
 use serde::Serialize;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-/// Set by the Ctrl-C handler. The server runs in its own session (pg_ctl calls `setsid`), so it does not see
-/// the terminal's SIGINT; we must live long enough to stop it.
-pub(crate) static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-/// Exit status of a program ended by SIGINT, as shells report it.
-pub(crate) const EXIT_INTERRUPTED: u8 = 130;
 
 /// The demo's JSON: the bench crate's report and the advisor's, as `wal advise --json` prints it.
 #[derive(Serialize)]
@@ -28,21 +18,17 @@ struct DemoJson<'a> {
 
 /// Runs the demo and prints the comparison (a table, or one JSON object with `--json`).
 pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
-    // Without the handler Ctrl-C would kill us and leave the daemonized server running. Children in our
-    // process group (psql, pgbench) still die of the SIGINT, their failure unwinds to here, and dropping
-    // the cluster stops and deletes it. A second handler cannot be installed; that only happens in tests.
-    let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::SeqCst));
-    let progress = Progress::new(|| INTERRUPTED.load(Ordering::SeqCst));
+    let progress = long_run::start("pgcompress demo");
     let options = bench::demo::Options {
         scale: a.scale,
         transactions: a.transactions,
         clients: a.clients,
-        pgcompress: crate::bench::me()?,
+        pgcompress: long_run::me()?,
     };
     let result = bench::demo::compare(&options, &progress);
     progress.finish();
     let cancelled = matches!(&result, Err(e) if e.is_cancelled());
-    if cancelled || INTERRUPTED.load(Ordering::SeqCst) {
+    if cancelled || long_run::interrupted() {
         eprintln!("pgcompress: interrupted; the temporary cluster was stopped and deleted");
         return Ok(ExitCode::from(EXIT_INTERRUPTED));
     }

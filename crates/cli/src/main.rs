@@ -10,6 +10,7 @@ mod args;
 mod bench;
 mod demo;
 mod logical;
+mod long_run;
 mod output;
 mod tunnel;
 mod walcmd;

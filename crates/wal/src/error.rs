@@ -293,11 +293,4 @@ mod tests {
             "internal error: 24 bytes at 0/3000028 are not contiguous in the input"
         );
     }
-
-    #[test]
-    fn short_record_is_a_typed_body_defect() {
-        let mut body = crate::record::Body::default();
-        let r = crate::record::decode_body(&[0u8; 10], 8192, &mut body);
-        assert_eq!(r, Err(Defect::Body(BodyDefect::ShorterThanHeader)));
-    }
 }

@@ -389,3 +389,15 @@ pub fn check_image_extent(img: &ImageHeader, blcksz: usize) -> Result<(), Defect
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_record_is_a_typed_body_defect() {
+        let mut body = Body::default();
+        let r = decode_body(&[0u8; 10], 8192, &mut body);
+        assert_eq!(r, Err(Defect::Body(BodyDefect::ShorterThanHeader)));
+    }
+}

@@ -3,6 +3,7 @@
 //! and capturing the streamed pgoutput of a second slot into a file for our assembler.
 
 use crate::error::{Context, Error, IoContext, Result};
+use crate::sys::checked_output;
 use pgtest::Cluster;
 use serde::Serialize;
 use std::path::Path;
@@ -138,23 +139,7 @@ pub fn capture_streamed(
         .stdout(file)
         .stderr(Stdio::piped());
     pgtest::run::as_server_user(&mut cmd)?;
-    let what = format!("psql -c {copy:?}");
-    let out = cmd.output().map_err(|source| Error::Spawn {
-        what: what.clone(),
-        program: "psql".into(),
-        source,
-    })?;
-    if !out.status.success() {
-        return Err(Error::Failed {
-            what,
-            status: out.status,
-            stderr: String::from_utf8_lossy(&out.stderr)
-                .lines()
-                .next()
-                .unwrap_or("no message")
-                .to_string(),
-        });
-    }
+    checked_output(&mut cmd, "psql", &format!("psql -c {copy:?}"))?;
     Ok(std::fs::metadata(to)
         .io(|| format!("reading {}", to.display()))?
         .len())

@@ -2,6 +2,9 @@
 //! PostgreSQL and a client half for the applications, each a child process; and what their stats files
 //! say once they have stopped.
 
+mod child;
+mod config;
+mod meter;
 mod pair;
 pub mod relay;
 pub mod report;

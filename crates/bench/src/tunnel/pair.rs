@@ -1,18 +1,16 @@
 //! A tunnel pair run as two `pgcompress` child processes: on loopback, or each half through a command
 //! wrapper (`ip netns exec NS`) with the link between two addresses.
 
+use super::child::spawn_until;
 use crate::error::{Error, IoContext, Result};
+use crate::sys::checked_output;
 use serde::Deserialize;
 use std::ffi::OsStr;
-use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
-use std::process::{Child, ChildStderr, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Child, Command};
 use std::time::Duration;
 
-/// How long a half may take to print that it listens.
-const START_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long a half may take to drain and exit after SIGTERM.
 const STOP_TIMEOUT: Duration = Duration::from_secs(40);
 
@@ -73,62 +71,21 @@ pub struct Pair {
     dir: tempfile::TempDir,
 }
 
-/// A port on 127.0.0.1 that was free a moment ago.
-fn free_port() -> Result<u16> {
+/// A port on 127.0.0.1 that was free a moment ago (in a fresh namespace, every port is).
+pub(super) fn free_port() -> Result<u16> {
     pgtest::free_port().io(|| "finding a free port on 127.0.0.1".into())
 }
 
-/// Waits until the half's standard error says it listens; keeps reading it afterwards so the
-/// half never blocks on a full pipe, and returns what it printed before, if it failed.
-fn await_listening(what: &str, stderr: ChildStderr) -> Result<()> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut lines = BufReader::new(stderr).lines();
-        let mut said = String::new();
-        for line in lines.by_ref().map_while(std::result::Result::ok) {
-            if line.contains("listening on") {
-                let _ = tx.send(Ok(()));
-                break;
-            }
-            said.push_str(&line);
-            said.push('\n');
-        }
-        let _ = tx.send(Err(said));
-        // Drain the rest (per-connection lines, the exit summary) so the half never blocks.
-        for _ in lines.map_while(std::result::Result::ok) {}
-    });
-    match rx.recv_timeout(START_TIMEOUT) {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(said)) => Err(Error::Tunnel {
-            what: what.into(),
-            reason: format!("exited before listening: {}", said.trim()),
-        }),
-        Err(_) => Err(Error::Tunnel {
-            what: what.into(),
-            reason: format!("did not listen within {} s", START_TIMEOUT.as_secs()),
-        }),
-    }
-}
-
+/// Starts a half and waits until it says it listens; kills it if it does not.
 fn spawn(what: &str, cmd: &mut Command) -> Result<Child> {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|source| Error::Spawn {
-            what: what.into(),
-            program: "pgcompress".into(),
-            source,
-        })?;
-    let stderr = child
-        .stderr
-        .take()
-        .ok_or(Error::Internal("stderr not piped"))?;
-    if let Err(e) = await_listening(what, stderr) {
+    let (mut child, ready) = spawn_until(cmd, "pgcompress", what, "listening on")?;
+    if let Err(reason) = ready {
         let _ = child.kill();
         let _ = child.wait();
-        return Err(e);
+        return Err(Error::Tunnel {
+            what: what.into(),
+            reason,
+        });
     }
     Ok(child)
 }
@@ -156,26 +113,15 @@ impl Pair {
             .tempdir()
             .io(|| "creating a directory for the tunnel's keys".into())?;
         let keys = dir.path().join("keys");
-        let status = Command::new(&o.pgcompress)
-            .args(["tunnel", "keys"])
-            .arg(&keys)
-            .arg("--server-name")
-            .arg(place.server_addr.to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .output()
-            .map_err(|source| Error::Spawn {
-                what: "pgcompress tunnel keys".into(),
-                program: o.pgcompress.display().to_string(),
-                source,
-            })?;
-        if !status.status.success() {
-            return Err(Error::Failed {
-                what: "pgcompress tunnel keys".into(),
-                status: status.status,
-                stderr: String::from_utf8_lossy(&status.stderr).trim().to_owned(),
-            });
-        }
+        checked_output(
+            Command::new(&o.pgcompress)
+                .args(["tunnel", "keys"])
+                .arg(&keys)
+                .arg("--server-name")
+                .arg(place.server_addr.to_string()),
+            &o.pgcompress.display().to_string(),
+            "pgcompress tunnel keys",
+        )?;
         let k = |f: &str| keys.join(f);
         let link_port = free_port()?;
         let link = std::net::SocketAddr::new(place.server_addr, link_port);

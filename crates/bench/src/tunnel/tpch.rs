@@ -4,11 +4,12 @@
 //! loads them with `\copy` (COPY FROM STDIN, fed by psql from the files).
 
 use crate::error::{Error, IoContext, Result};
+use crate::sys::checked_output;
 use crate::Progress;
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 /// The eight tables, smallest first, with their columns as the TPC-H specification types them.
 pub const TABLES: [(&str, &str); 8] = [
@@ -104,27 +105,17 @@ pub fn generate(tpchgen: &Path, scale: f64, cache: &Path, p: &dyn Progress) -> R
             dir.display()
         ));
         let what = format!("tpchgen-cli csv -s {scale}");
-        let out = Command::new(tpchgen)
-            .arg("csv")
-            .arg("--scale-factor")
-            .arg(scale.to_string())
-            .arg("--output-dir")
-            .arg(&tmp)
-            .args(["--no-progress", "--quiet"])
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|source| Error::Spawn {
-                what: what.clone(),
-                program: tpchgen.display().to_string(),
-                source,
-            })?;
-        if !out.status.success() {
-            return Err(Error::Failed {
-                what,
-                status: out.status,
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            });
-        }
+        checked_output(
+            Command::new(tpchgen)
+                .arg("csv")
+                .arg("--scale-factor")
+                .arg(scale.to_string())
+                .arg("--output-dir")
+                .arg(&tmp)
+                .args(["--no-progress", "--quiet"]),
+            &tpchgen.display().to_string(),
+            &what,
+        )?;
         let mut counts = String::new();
         for (table, _) in TABLES {
             let n = data_lines(&tmp.join(format!("{table}.csv")))?;

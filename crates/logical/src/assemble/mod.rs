@@ -30,9 +30,9 @@ pub use error::{AssembleError, Violation};
 pub use stats::{SpillStats, TxnStats};
 
 use crate::decoder::{Decoder, Message, Options};
+use crate::spill::counters::Counters;
 use crate::Lsn;
 use committed::CommitInfo;
-use stats::Counters;
 use txn::{FileSpec, Txn};
 
 /// Default memory for open transactions: 64 MiB, PostgreSQL's `logical_decoding_work_mem`.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use codec::Spec;
 
-use super::stats::Counters;
+use crate::spill::counters::Counters;
 use crate::spill::writer::{FileGuard, SpillWriter};
 use crate::spill::{change_at, push_change, LARGE_CHANGE, RECORD_TARGET};
 use crate::AssembleError;

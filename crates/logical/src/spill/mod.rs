@@ -58,6 +58,7 @@
 //! A reader checks every size against hard caps before using it and every record against its
 //! checksum; anything wrong is [`crate::AssembleError::Corrupt`] naming the file and offset.
 
+pub(crate) mod counters;
 mod reader;
 pub(crate) mod writer;
 

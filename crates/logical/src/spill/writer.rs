@@ -8,11 +8,11 @@ use std::sync::{Arc, Mutex};
 
 use codec::{BlockCompressor, Method, Spec};
 
+use super::counters::Counters;
 use super::{
     file_header, RecordHeader, FILE_HEADER_LEN, FRAME_MAX_RAW, STRATEGY_ONE_SHOT, STRATEGY_RAW,
     STRATEGY_STREAM, STRATEGY_STREAM_NEW,
 };
-use crate::assemble::stats::Counters;
 use crate::AssembleError;
 
 /// How stream frames are written. Every record carries its own CRC-32C, so the LZ4 frame's

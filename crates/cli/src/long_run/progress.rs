@@ -4,7 +4,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
-/// Reports what the demo is doing; never writes to stdout.
+/// Reports what a long-running command is doing; never writes to stdout.
 pub struct Progress {
     /// The spinner, when stderr is a terminal.
     bar: Option<ProgressBar>,
@@ -17,12 +17,8 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// A spinner when stderr is a terminal, plain lines when it is not.
-    pub fn new(cancelled: fn() -> bool) -> Progress {
-        Progress::labelled("pgcompress demo", cancelled)
-    }
-
-    /// Like [`Progress::new`], plain lines starting with `label` (`pgcompress bench spill`).
+    /// A spinner when stderr is a terminal, plain lines starting with `label` (`pgcompress bench spill`)
+    /// when it is not.
     pub fn labelled(label: &'static str, cancelled: fn() -> bool) -> Progress {
         let bar = std::io::stderr().is_terminal().then(|| {
             let bar = ProgressBar::new_spinner();
