@@ -230,6 +230,17 @@ pub enum ArchiveError {
     /// A repository location or setting that cannot be used.
     #[error("{0}")]
     Config(String),
+    /// A backup or timeline history file that retention cannot read; nothing is removed.
+    #[error("{name}: {source}; nothing removed")]
+    History {
+        /// The archived file name.
+        name: String,
+        /// What is wrong with it.
+        source: crate::retention::HistoryError,
+    },
+    /// The retention asked for cannot be applied.
+    #[error(transparent)]
+    Retention(#[from] crate::retention::PlanError),
 }
 
 impl ArchiveError {

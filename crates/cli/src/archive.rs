@@ -1,6 +1,7 @@
 //! `pgcompress archive ...`: archive_command / restore_command and repository inspection.
 
 mod config;
+mod expire;
 
 use std::process::ExitCode;
 
@@ -19,6 +20,7 @@ pub fn run(cmd: ArchiveCommand) -> anyhow::Result<ExitCode> {
         ArchiveCommand::List(a) => list(a, false),
         ArchiveCommand::Info(a) => list(a, true),
         ArchiveCommand::Verify(a) => verify(a),
+        ArchiveCommand::Expire(a) => expire::run(a),
     }
 }
 
@@ -38,11 +40,11 @@ fn open(s: &Settings) -> anyhow::Result<Repository> {
     Ok(Repository::open(&s.location, &s.s3)?)
 }
 
-fn repo(args: &RepoArgs) -> anyhow::Result<Repository> {
+pub(crate) fn repo(args: &RepoArgs) -> anyhow::Result<Repository> {
     open(&settings(args, None)?)
 }
 
-fn failure(e: &ArchiveError) -> ExitCode {
+pub(crate) fn failure(e: &ArchiveError) -> ExitCode {
     eprintln!("pgcompress: error: {e}");
     ExitCode::from(1)
 }

@@ -149,6 +149,21 @@ impl Store for LocalStore {
         Ok(keys)
     }
 
+    fn delete(&self, keys: &[String]) -> Result<(), ArchiveError> {
+        for key in keys {
+            let path = self.dir.join(key);
+            match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => return Err(ArchiveError::io("removing", &path)(e)),
+            }
+        }
+        if keys.is_empty() {
+            return Ok(());
+        }
+        sync_dir(&self.dir)
+    }
+
     fn check_present(&self) -> Result<(), ArchiveError> {
         if self.dir.is_dir() {
             Ok(())

@@ -71,6 +71,13 @@ it for the end of the archive); 2 bad usage."
 damaged (each bad file named on stderr, first one first); 2 bad usage."
     )]
     Verify(RepoArgs),
+    /// Remove what no kept base backup needs (retention).
+    #[command(
+        after_help = "Base backups are found by the backup history files PostgreSQL archives at the end of each backup (<segment>.<offset>.backup). Everything before the start of the oldest kept backup goes, on every timeline: WAL segments, .partial segments, older backup history files. Timeline history files go only when their timeline is below every kept backup's and is none's ancestor. Segments at or after the oldest kept backup's start are never touched, so archive_command may push while expire runs; a backup still running is newer than every finished one and keeps what it needs. A backup or timeline history file that cannot be read stops expire before anything is removed.\n\n\
+Backups are ordered by start timeline, then start position. Without any backup history file nothing is removed.\n\n\
+Exit status: 0 done (or nothing to do); 1 failure (a damaged history file, --before past every backup, an unreachable repository); 2 bad usage."
+    )]
+    Expire(ExpireArgs),
 }
 
 /// Where the repository is and how to reach it.
@@ -133,6 +140,48 @@ pub struct ListArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("retention").required(true).args(["keep", "before"])))]
+pub struct ExpireArgs {
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    /// Keep the N newest base backups and what they need.
+    #[arg(long, value_name = "N")]
+    pub keep: Option<std::num::NonZeroUsize>,
+    /// Remove what precedes this WAL segment (000000010000000A000000FF) or LSN (A/FF000028)
+    /// on every timeline; backups that start before it are expired. Refused if no backup
+    /// would be left.
+    #[arg(long, value_name = "SEGMENT|LSN", value_parser = parse_point)]
+    pub before: Option<Point>,
+    /// Only say what would be removed.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Where `--before` cuts.
+#[derive(Debug, Clone)]
+pub enum Point {
+    /// A WAL segment name.
+    Segment(String),
+    /// An LSN, `%X/%X`.
+    Lsn(u64),
+}
+
+fn parse_point(s: &str) -> Result<Point, String> {
+    if ::archive::retention::parse_segment_name(s).is_some() {
+        return Ok(Point::Segment(s.to_owned()));
+    }
+    if let Some(lsn) = ::archive::retention::parse_lsn(s) {
+        return Ok(Point::Lsn(lsn));
+    }
+    Err(format!(
+        "{s:?} is neither a WAL segment name (24 upper-case hex digits) nor an LSN (like 0/3000028)"
+    ))
 }
 
 /// Parses a compression method in PostgreSQL's syntax.
