@@ -238,6 +238,9 @@ pub enum ArchiveError {
         /// What is wrong with it.
         source: crate::retention::HistoryError,
     },
+    /// Pushing through the spool failed or timed out (the message says which and why).
+    #[error("{0}")]
+    Spool(String),
     /// The retention asked for cannot be applied.
     #[error(transparent)]
     Retention(#[from] crate::retention::PlanError),

@@ -15,6 +15,7 @@ pub mod pack;
 pub mod pipeline;
 pub mod repo;
 pub mod retention;
+pub mod spool;
 pub mod walsplit;
 pub use codec::words;
 

@@ -2,6 +2,7 @@
 
 mod config;
 mod expire;
+mod spool;
 
 use std::process::ExitCode;
 
@@ -21,11 +22,12 @@ pub fn run(cmd: ArchiveCommand) -> anyhow::Result<ExitCode> {
         ArchiveCommand::Info(a) => list(a, true),
         ArchiveCommand::Verify(a) => verify(a),
         ArchiveCommand::Expire(a) => expire::run(a),
+        ArchiveCommand::Serve(a) => spool::serve(a),
     }
 }
 
 /// The settings for `args`, weighing flags, environment, config file and defaults.
-fn settings(args: &RepoArgs, method: Option<&Spec>) -> anyhow::Result<Settings> {
+pub(crate) fn settings(args: &RepoArgs, method: Option<&Spec>) -> anyhow::Result<Settings> {
     let flags = Flags {
         config: args.config.as_deref(),
         repo: args.repo.as_deref(),
@@ -36,7 +38,7 @@ fn settings(args: &RepoArgs, method: Option<&Spec>) -> anyhow::Result<Settings> 
     config::resolve(&flags, |name| std::env::var_os(name))
 }
 
-fn open(s: &Settings) -> anyhow::Result<Repository> {
+pub(crate) fn open(s: &Settings) -> anyhow::Result<Repository> {
     Ok(Repository::open(&s.location, &s.s3)?)
 }
 
@@ -55,6 +57,9 @@ fn push(a: PushArgs) -> anyhow::Result<ExitCode> {
     let Some(name) = a.path.file_name().and_then(|n| n.to_str()) else {
         anyhow::bail!("{} does not end in a file name", a.path.display());
     };
+    if a.r#async {
+        return spool::push(&a, &repo, name);
+    }
     match repo.push(&a.path, name, &settings.method) {
         Ok(PushOutcome::Stored(h)) => {
             if a.verbose {

@@ -71,6 +71,22 @@ it for the end of the archive); 2 bad usage."
 damaged (each bad file named on stderr, first one first); 2 bad usage."
     )]
     Verify(RepoArgs),
+    /// Store the server's .ready files ahead of the archiver (what `push --async` starts).
+    #[command(
+        after_help = "Watches PG_WAL/archive_status for .ready files and packs and stores several at \
+once (--workers, default one per core), over one repository connection kept for its lifetime, in the \
+order PostgreSQL's archiver takes them (timeline history files first). After the repository reports a file \
+durably stored it writes SPOOL/done/NAME (the file's XXH3-128 and the repository); `archive push --async \
+--spool SPOOL %p` returns 0 only when that marker matches the bytes of %p, which it hashes itself. \
+Markers are removed once PostgreSQL has marked the file done. The spool holds no WAL: memory and disk stay \
+bounded however far the archiver lags. A backlog above --queue-max is reported (log line every 10 s, \
+pgcompress_archive_backlog_full, the push's timeout message); nothing is dropped.\n\n\
+Run it as a service (systemd: Restart=always, the PostgreSQL server's user and environment) or let \
+`push --async` start it, detached, with --idle-exit 60. A SIGKILL or SIGTERM at any moment is safe: a \
+file is stored whole or not at all, and a marker is written only after.\n\n\
+Exit status: 0 stopped (idle, or PG_WAL gone, or another process already serves SPOOL); 1 failure; 2 bad usage."
+    )]
+    Serve(ServeArgs),
     /// Remove what no kept base backup needs (retention).
     #[command(
         after_help = "Base backups are found by the backup history files PostgreSQL archives at the end of each backup (<segment>.<offset>.backup). Everything before the start of the oldest kept backup goes, on every timeline: WAL segments, .partial segments, older backup history files. Timeline history files go only when their timeline is below every kept backup's and is none's ancestor. Segments at or after the oldest kept backup's start are never touched, so archive_command may push while expire runs; a backup still running is newer than every finished one and keeps what it needs. A backup or timeline history file that cannot be read stops expire before anything is removed.\n\n\
@@ -113,9 +129,50 @@ pub struct PushArgs {
     /// Print one line saying what was stored.
     #[arg(long, short)]
     pub verbose: bool,
+    /// Return as soon as a long-lived process (`archive serve` on --spool, started here if
+    /// none runs) has durably stored this file; it stores the next .ready files meanwhile.
+    #[arg(long = "async", requires = "spool")]
+    pub r#async: bool,
+    /// The spool directory of --async: markers of stored files, the serving process's lock,
+    /// pid, status and log. One per server; outside the data directory.
+    #[arg(long, value_name = "DIR")]
+    pub spool: Option<PathBuf>,
+    /// With --async: give up after this many seconds (exit 1; PostgreSQL calls again).
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub timeout: u64,
     /// The file to archive (%p); it is archived under its file name.
     #[arg(value_name = "PATH")]
     pub path: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    /// Compression method, as for push.
+    #[arg(long, value_name = "SPEC", value_parser = parse_spec)]
+    pub method: Option<Spec>,
+    /// The spool directory (see `push --async`).
+    #[arg(long, value_name = "DIR")]
+    pub spool: PathBuf,
+    /// The server's pg_wal directory.
+    #[arg(long, value_name = "PG_WAL")]
+    pub wal_dir: PathBuf,
+    /// Files stored at once (default: one per core).
+    #[arg(long, value_name = "N")]
+    pub workers: Option<std::num::NonZeroUsize>,
+    /// Report a backlog of more .ready files than this.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub queue_max: usize,
+    /// Exit after this many seconds with no .ready file (0: never).
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    pub idle_exit: u64,
+    /// Serve Prometheus metrics on ADDR:PORT (GET /metrics).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<String>,
+    /// Log every file stored.
+    #[arg(long, short)]
+    pub verbose: bool,
 }
 
 #[derive(Args, Debug)]
