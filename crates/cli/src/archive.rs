@@ -23,6 +23,7 @@ pub fn run(cmd: ArchiveCommand) -> anyhow::Result<ExitCode> {
         ArchiveCommand::Verify(a) => verify(a),
         ArchiveCommand::Expire(a) => expire::run(a),
         ArchiveCommand::Serve(a) => spool::serve(a),
+        ArchiveCommand::Prefetch(a) => spool::prefetch(a),
     }
 }
 
@@ -90,6 +91,16 @@ fn get(a: GetArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(GET_FAILED));
         }
     };
+    if let (Some(depth), Some(spool)) = (a.prefetch, &a.spool) {
+        match spool::get_prefetched(&a, &repo, depth, spool) {
+            Ok(true) => return Ok(ExitCode::SUCCESS),
+            Ok(false) => {}
+            Err(e) => {
+                eprintln!("pgcompress: error: {e:#}");
+                return Ok(ExitCode::from(GET_FAILED));
+            }
+        }
+    }
     match repo.get_with(&a.name, &a.path, a.fsync) {
         Ok(_) => Ok(ExitCode::SUCCESS),
         // restore_command is asked for files that do not exist; that is not an error to log.

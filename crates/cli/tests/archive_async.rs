@@ -100,7 +100,12 @@ fn alive(pid: &str) -> bool {
 /// SIGKILL to the process serving `spool`, if one runs; returns once it is dead, and whether
 /// there was one.
 fn kill_server(spool: &Path) -> bool {
-    let Ok(pid) = std::fs::read_to_string(spool.join("serve.pid")) else {
+    kill_server_at(&spool.join("serve.pid"))
+}
+
+/// SIGKILL to the process whose id is in `pid_file`, if it runs.
+fn kill_server_at(pid_file: &Path) -> bool {
+    let Ok(pid) = std::fs::read_to_string(pid_file) else {
         return false;
     };
     let pid = pid.trim();
@@ -409,13 +414,13 @@ fn async_recovery<R: Repo>(repo: &R, top: &Path) {
     let last = switch_and_wait_archived(&cluster);
     assert!(kills > 0, "the serving process never ran");
     let checksum = cluster.query_one(CHECKSUM_SQL).expect("checksum");
-    let restored = Restored::start(
-        &cluster,
-        &backup,
-        top,
-        &repo.command_line("get", "%f %p"),
-        "",
+    // Recovery restores through a prefetching get.
+    let fetch_spool = server_writable_dir(top, "fetch-spool");
+    let get = repo.command_line(
+        "get",
+        &format!("--prefetch 4 --spool {} %f %p", fetch_spool.display()),
     );
+    let restored = Restored::start(&cluster, &backup, top, &get, "");
     restored.wait_promoted();
     let log = restored.log_text();
     assert_eq!(restored.query(CHECKSUM_SQL), checksum, "{log}");
@@ -423,5 +428,17 @@ fn async_recovery<R: Repo>(repo: &R, top: &Path) {
         log.contains(&format!("restored log file \"{last}\"")),
         "{log}"
     );
+    let stats = std::fs::read_to_string(fetch_spool.join("fetch/stats")).unwrap_or_default();
+    let hits: u64 = stats
+        .split_whitespace()
+        .nth(1)
+        .and_then(|h| h.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        hits > 0,
+        "no request was answered from the prefetch queue: {stats:?}"
+    );
+    eprintln!("async push ({kills} server kills), recovery through get --prefetch 4: {stats}");
+    kill_server_at(&fetch_spool.join("fetch.pid"));
     kill_server(&spool);
 }

@@ -209,13 +209,11 @@ impl SpoolMetrics {
             .set(i64::try_from(files).unwrap_or(i64::MAX));
     }
 
-    /// A request answered from the prefetch queue (`hit`) or not.
-    pub fn prefetch(&self, hit: bool) {
-        if hit {
-            self.prefetch_hits.inc();
-        } else {
-            self.prefetch_misses.inc();
-        }
+    /// Requests answered from the prefetch queue (`hits`) and not (`misses`) since the
+    /// last call.
+    pub fn prefetch_counts(&self, hits: u64, misses: u64) {
+        self.prefetch_hits.inc_by(hits);
+        self.prefetch_misses.inc_by(misses);
     }
 
     /// The text exposition of every metric.
@@ -304,8 +302,7 @@ mod tests {
         m.set_backlog(7, 2);
         m.set_full(true);
         m.fetched(16 << 20, Duration::from_millis(20));
-        m.prefetch(true);
-        m.prefetch(false);
+        m.prefetch_counts(1, 1);
         let text = m.render();
         for line in [
             "pgcompress_archive_pushed_files_total 1",

@@ -14,8 +14,10 @@
 //! - `error/<name>`: the last failure storing it (the process retries).
 //! - `serve.lock` (held with `flock` while a process serves this spool), `serve.pid`,
 //!   `serve.log` (when a push started the process), `status` (backlog, for messages).
+//! - `fetch/`: the files restored ahead of recovery ([`prefetch`]).
 
 pub mod metrics;
+mod prefetch;
 mod serve;
 mod wait;
 
@@ -29,6 +31,7 @@ use crate::container::hex;
 use crate::error::ArchiveError;
 
 pub use metrics::SpoolMetrics;
+pub use prefetch::{prefetch, PrefetchOptions};
 pub use serve::{serve, ServeOptions};
 pub use wait::{wait_stored, WaitOptions};
 

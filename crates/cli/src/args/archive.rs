@@ -87,6 +87,18 @@ file is stored whole or not at all, and a marker is written only after.\n\n\
 Exit status: 0 stopped (idle, or PG_WAL gone, or another process already serves SPOOL); 1 failure; 2 bad usage."
     )]
     Serve(ServeArgs),
+    /// Restore the segments after the last one asked for ahead of recovery (what `get
+    /// --prefetch` starts).
+    #[command(
+        after_help = "Reads SPOOL/fetch/wanted, the last name restore_command asked for, and keeps the next \
+--depth segments of its timeline restored in SPOOL/fetch/data, each checked against the XXH3-128 its \
+container records while it was rebuilt, with SPOOL/fetch/meta/NAME naming that digest and the repository. \
+`get --prefetch` moves a queued file into place only after hashing it again and comparing; anything else it \
+fetches as usual. Files outside the window (older, or of another timeline) are removed, so the queue holds \
+at most --depth files.\n\n\
+Exit status: 0 stopped (idle, or another process already prefetches into SPOOL); 1 failure; 2 bad usage."
+    )]
+    Prefetch(PrefetchArgs),
     /// Remove what no kept base backup needs (retention).
     #[command(
         after_help = "Base backups are found by the backup history files PostgreSQL archives at the end of each backup (<segment>.<offset>.backup). Everything before the start of the oldest kept backup goes, on every timeline: WAL segments, .partial segments, older backup history files. Timeline history files go only when their timeline is below every kept backup's and is none's ancestor. Segments at or after the oldest kept backup's start are never touched, so archive_command may push while expire runs; a backup still running is newer than every finished one and keeps what it needs. A backup or timeline history file that cannot be read stops expire before anything is removed.\n\n\
@@ -188,6 +200,32 @@ pub struct GetArgs {
     /// Fsync the restored file and its directory before exiting.
     #[arg(long)]
     pub fsync: bool,
+    /// Keep the next N segments of the timeline restored ahead in --spool (by an `archive
+    /// prefetch` process started here if none runs); a prefetched file is used only after
+    /// its hash checks out.
+    #[arg(long, value_name = "N", requires = "spool")]
+    pub prefetch: Option<std::num::NonZeroUsize>,
+    /// The spool directory of --prefetch (outside the data directory).
+    #[arg(long, value_name = "DIR")]
+    pub spool: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct PrefetchArgs {
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    /// The spool directory (see `get --prefetch`).
+    #[arg(long, value_name = "DIR")]
+    pub spool: PathBuf,
+    /// Segments kept restored ahead of the last one asked for.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub depth: usize,
+    /// Exit after this many seconds without a request (0: never).
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub idle_exit: u64,
+    /// Serve Prometheus metrics on ADDR:PORT (GET /metrics).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<String>,
 }
 
 #[derive(Args, Debug)]
