@@ -280,3 +280,115 @@ fn expire_scenario<R: Repo + Sync>(repo: &R, top: &Path) {
         now.len()
     );
 }
+
+/// A backup history file as PostgreSQL writes it, for a backup starting in `segment`.
+fn backup_label(segment: &str) -> String {
+    let (_, pos) = archive::retention::parse_segment_name(segment).expect("segment");
+    let lsn = format!(
+        "{:X}/{:X}",
+        pos.0 >> 32,
+        ((pos.0 & 0xffff_ffff) << 20) | 0x28
+    );
+    format!(
+        "START WAL LOCATION: {lsn} (file {segment})\nSTOP WAL LOCATION: {lsn} (file {segment})\n\
+         CHECKPOINT LOCATION: {lsn}\nBACKUP METHOD: streamed\nBACKUP FROM: primary\n\
+         START TIME: 2026-11-25 00:00:00 UTC\nLABEL: test\nSTART TIMELINE: 1\n\
+         STOP TIME: 2026-11-25 00:00:01 UTC\nSTOP TIMELINE: 1\n"
+    )
+}
+
+#[test]
+fn sigkill_during_expire_leaves_no_backup_without_its_wal_and_a_rerun_finishes() {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let top = scratch.path();
+    let src = top.join("src");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    let template = top.join("template");
+    // 60 segments (1 MB, 1 MB segments) and backups starting at 10, 30 and 50.
+    let mut files = Vec::new();
+    for i in 1..=60u64 {
+        let name = format!("00000001000000000000{i:04X}");
+        let bytes: Vec<u8> = (0..1u64 << 20)
+            .map(|j| (j.wrapping_mul(i + 7) >> 5) as u8)
+            .collect();
+        std::fs::write(src.join(&name), bytes).expect("write");
+        files.push(name);
+    }
+    let mut backups = Vec::new();
+    for start in [10u64, 30, 50] {
+        let seg = format!("00000001000000000000{start:04X}");
+        let name = format!("{seg}.00000028.backup");
+        std::fs::write(src.join(&name), backup_label(&seg)).expect("write");
+        backups.push(name.clone());
+        files.push(name);
+    }
+    for f in &files {
+        archive_support::push(&template, &src.join(f));
+    }
+    let cutoff = position(&backups[2]).expect("position");
+    let expected: BTreeSet<String> = files
+        .iter()
+        .filter(|n| position(n).is_none_or(|p| p >= cutoff))
+        .cloned()
+        .collect();
+    let copy = |to: &Path| {
+        let status = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(&template)
+            .arg(to)
+            .status()
+            .expect("cp");
+        assert!(status.success());
+    };
+    // How long an undisturbed expire takes sets the range of kill delays.
+    let timing = top.join("timing");
+    copy(&timing);
+    let started = std::time::Instant::now();
+    expire(&timing, &["--keep", "1"]);
+    let full = started.elapsed().as_micros() as u64 + 1;
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut interrupted = 0;
+    for trial in 0..20 {
+        let repo = top.join(format!("repo-{trial}"));
+        copy(&repo);
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let mut child = archive_support::command(&repo, "expire")
+            .args(["--keep", "1"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn");
+        std::thread::sleep(Duration::from_micros(seed % full));
+        let _ = child.kill();
+        let killed = !child.wait().expect("wait").success();
+        let now = names(&repo);
+        if killed && now != expected {
+            interrupted += 1;
+        }
+        // Nothing the kept backup needs is gone, and every backup still listed has all
+        // of its WAL.
+        for n in &expected {
+            assert!(now.contains(n), "trial {trial}: {n} is gone");
+        }
+        for b in backup_files(&now) {
+            let start = position(&b).expect("position");
+            for f in files
+                .iter()
+                .filter(|f| position(f).is_some_and(|p| p >= start))
+            {
+                assert!(
+                    now.contains(f),
+                    "trial {trial}: {b} is listed but {f} is gone"
+                );
+            }
+        }
+        let done = expire(&repo, &["--keep", "1"]);
+        assert_eq!(names(&repo), expected, "trial {trial}: {done}");
+        std::fs::remove_dir_all(&repo).expect("rm");
+    }
+    eprintln!(
+        "20 kills of expire over 0..{} ms, {interrupted} midway: every rerun finished the job",
+        full / 1000
+    );
+}
