@@ -51,14 +51,21 @@ pub fn wait_stored(
             if m.xxh3 == want && m.location == location {
                 return Ok(());
             }
-            if m.location == location {
-                return Err(ArchiveError::Spool(format!(
+            return Err(ArchiveError::Spool(if m.location == location {
+                format!(
                     "{name}: the spool {} says a file of this name with other content (XXH3-128 {}, \
                      this file {want}) was stored; refusing it",
                     spool.dir().display(),
                     m.xxh3
-                )));
-            }
+                )
+            } else {
+                format!(
+                    "{name}: the spool {} is served for repository {}, not {location}; give each \
+                     repository a spool of its own",
+                    spool.dir().display(),
+                    m.location
+                )
+            }));
         }
         // A failure since this push began is final for this call; PostgreSQL calls again,
         // and the serving process retries meanwhile.
