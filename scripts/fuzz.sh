@@ -97,6 +97,13 @@ printf 'PGCZARC\n' | seed archive_container magic
 printf 'PGCZARC\n\x01\x00\x00\x00\x40\x00\x00\x00' | seed archive_container short
 seed archive_container golden-segment <"$root/crates/archive/testdata/golden-segment.pgcz"
 
+# archive_history: a file name, a newline, then a backup or timeline history file as
+# PostgreSQL writes them.
+printf '000000010000000000000006.00000028.backup\nSTART WAL LOCATION: 0/6000028 (file 000000010000000000000006)\nSTOP WAL LOCATION: 0/6000100 (file 000000010000000000000006)\nCHECKPOINT LOCATION: 0/6000060\nBACKUP METHOD: streamed\nBACKUP FROM: primary\nSTART TIME: 2026-11-25 00:10:00 UTC\nLABEL: pg_basebackup base backup\nSTART TIMELINE: 1\nSTOP TIME: 2026-11-25 00:10:01 UTC\nSTOP TIMELINE: 1\n' |
+    seed archive_history backup
+printf '00000003.history\n1\t0/3000158\tno recovery target specified\n\n2\t0/5000000\tbefore 2000-01-01 00:00:00+00\n' |
+    seed archive_history timeline
+
 # wire_framer: control byte (bit 0: backend->frontend; the rest: feeding step), then a
 # PostgreSQL byte stream.
 be32() { printf "\\x$(printf %02x $((($1 >> 24) & 255)))\\x$(printf %02x $((($1 >> 16) & 255)))\\x$(printf %02x $((($1 >> 8) & 255)))\\x$(printf %02x $(($1 & 255)))"; }

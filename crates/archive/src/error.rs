@@ -230,6 +230,20 @@ pub enum ArchiveError {
     /// A repository location or setting that cannot be used.
     #[error("{0}")]
     Config(String),
+    /// A backup or timeline history file that retention cannot read; nothing is removed.
+    #[error("{name}: {source}; nothing removed")]
+    History {
+        /// The archived file name.
+        name: String,
+        /// What is wrong with it.
+        source: crate::retention::HistoryError,
+    },
+    /// Pushing through the spool failed or timed out (the message says which and why).
+    #[error("{0}")]
+    Spool(String),
+    /// The retention asked for cannot be applied.
+    #[error(transparent)]
+    Retention(#[from] crate::retention::PlanError),
 }
 
 impl ArchiveError {

@@ -14,6 +14,8 @@ mod lanes;
 pub mod pack;
 pub mod pipeline;
 pub mod repo;
+pub mod retention;
+pub mod spool;
 pub mod walsplit;
 pub use codec::words;
 
@@ -21,7 +23,7 @@ pub use container::{Header, Part, PartKind, Role, Transform, WalInfo};
 pub use error::{ArchiveError, ContainerError};
 pub use pack::{pack, Packed};
 pub use pipeline::decode;
-pub use repo::{Entry, Location, PushOutcome, Repository, S3Options};
+pub use repo::{Entry, Expired, Location, PushOutcome, Repository, Retain, S3Options};
 
 /// The default method. With the WAL records transform, zstd level 3 on the streams is
 /// 1.3 to 1.6 times smaller than zstd level 3 on whole 16 MB segments (pgBackRest's `zst`

@@ -1,6 +1,8 @@
 //! `pgcompress archive ...`: archive_command / restore_command and repository inspection.
 
 mod config;
+mod expire;
+mod spool;
 
 use std::process::ExitCode;
 
@@ -19,11 +21,14 @@ pub fn run(cmd: ArchiveCommand) -> anyhow::Result<ExitCode> {
         ArchiveCommand::List(a) => list(a, false),
         ArchiveCommand::Info(a) => list(a, true),
         ArchiveCommand::Verify(a) => verify(a),
+        ArchiveCommand::Expire(a) => expire::run(a),
+        ArchiveCommand::Serve(a) => spool::serve(a),
+        ArchiveCommand::Prefetch(a) => spool::prefetch(a),
     }
 }
 
 /// The settings for `args`, weighing flags, environment, config file and defaults.
-fn settings(args: &RepoArgs, method: Option<&Spec>) -> anyhow::Result<Settings> {
+pub(crate) fn settings(args: &RepoArgs, method: Option<&Spec>) -> anyhow::Result<Settings> {
     let flags = Flags {
         config: args.config.as_deref(),
         repo: args.repo.as_deref(),
@@ -34,15 +39,15 @@ fn settings(args: &RepoArgs, method: Option<&Spec>) -> anyhow::Result<Settings> 
     config::resolve(&flags, |name| std::env::var_os(name))
 }
 
-fn open(s: &Settings) -> anyhow::Result<Repository> {
+pub(crate) fn open(s: &Settings) -> anyhow::Result<Repository> {
     Ok(Repository::open(&s.location, &s.s3)?)
 }
 
-fn repo(args: &RepoArgs) -> anyhow::Result<Repository> {
+pub(crate) fn repo(args: &RepoArgs) -> anyhow::Result<Repository> {
     open(&settings(args, None)?)
 }
 
-fn failure(e: &ArchiveError) -> ExitCode {
+pub(crate) fn failure(e: &ArchiveError) -> ExitCode {
     eprintln!("pgcompress: error: {e}");
     ExitCode::from(1)
 }
@@ -53,6 +58,9 @@ fn push(a: PushArgs) -> anyhow::Result<ExitCode> {
     let Some(name) = a.path.file_name().and_then(|n| n.to_str()) else {
         anyhow::bail!("{} does not end in a file name", a.path.display());
     };
+    if a.r#async {
+        return spool::push(&a, &repo, name);
+    }
     match repo.push(&a.path, name, &settings.method) {
         Ok(PushOutcome::Stored(h)) => {
             if a.verbose {
@@ -83,6 +91,16 @@ fn get(a: GetArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(GET_FAILED));
         }
     };
+    if let (Some(depth), Some(spool)) = (a.prefetch, &a.spool) {
+        match spool::get_prefetched(&a, &repo, depth, spool) {
+            Ok(true) => return Ok(ExitCode::SUCCESS),
+            Ok(false) => {}
+            Err(e) => {
+                eprintln!("pgcompress: error: {e:#}");
+                return Ok(ExitCode::from(GET_FAILED));
+            }
+        }
+    }
     match repo.get_with(&a.name, &a.path, a.fsync) {
         Ok(_) => Ok(ExitCode::SUCCESS),
         // restore_command is asked for files that do not exist; that is not an error to log.

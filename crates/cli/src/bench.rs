@@ -55,6 +55,19 @@ fn wal(a: BenchWalArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn archive(a: BenchArchiveArgs) -> anyhow::Result<ExitCode> {
+    if let Some(seconds) = a.sustained {
+        let report = bench::archive::run_sustained(&me()?, seconds, a.clients)?;
+        print(a.json, &report, bench::archive::SustainedReport::text)?;
+        if report
+            .runs
+            .iter()
+            .any(|r| r.recovered_identical == Some(false))
+        {
+            eprintln!("bench archive: a recovery did not reach the primary's data");
+            return Ok(ExitCode::from(1));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let report = bench::archive::run(&bench::archive::Options {
         segments: a.segments,
         segment_mb: a.segment_size,

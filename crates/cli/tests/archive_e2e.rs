@@ -5,64 +5,19 @@
 
 mod archive_support;
 
+use archive_support::restore::{switch_and_wait_archived, wait, Restored};
 use archive_support::s3::{Moto, S3Repo};
 use archive_support::{list_json, server_writable_dir, Repo};
-use pgtest::run::{run, run_with};
+use pgtest::run::run;
 use pgtest::Cluster;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Checksum of the pgbench tables.
 const CHECKSUM_SQL: &str = "SELECT md5(string_agg(aid::text || ':' || abalance, ',' ORDER BY aid)) \
     || md5((SELECT string_agg(bid::text || ':' || bbalance, ',' ORDER BY bid) FROM pgbench_branches)) \
     FROM pgbench_accounts";
-
-/// A restored server started by hand: pgtest creates clusters only with initdb.
-struct Restored<'a> {
-    source: &'a Cluster,
-    data: PathBuf,
-    sock: PathBuf,
-    port: u16,
-}
-
-impl Restored<'_> {
-    fn pg_ctl(&self, args: &[&str]) -> pgtest::Result<std::process::Output> {
-        let mut cmd = Command::new(self.source.install().bin("pg_ctl"));
-        cmd.arg("-D").arg(&self.data).args(args);
-        run_with(&mut cmd, None, Duration::from_secs(120))
-    }
-
-    fn query(&self, sql: &str) -> String {
-        let mut cmd = Command::new(self.source.install().bin("psql"));
-        cmd.args(["-X", "-At", "-h"]).arg(&self.sock).args([
-            "-p",
-            &self.port.to_string(),
-            "-U",
-            "postgres",
-            "-d",
-            "postgres",
-            "-c",
-            sql,
-        ]);
-        let out = run(&mut cmd).expect("psql on the restored cluster");
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    }
-}
-
-impl Drop for Restored<'_> {
-    fn drop(&mut self) {
-        let _ = self.pg_ctl(&["-m", "immediate", "-w", "stop"]);
-    }
-}
-
-fn wait(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 #[test]
 fn recovery_from_a_directory_archive_reaches_the_same_data() {
@@ -125,22 +80,7 @@ fn recovery_reaches_the_same_data<R: Repo>(repo: &R, top: &Path) {
     cluster
         .pgbench(&["-n", "-t", "200", "-c", "1", "--random-seed=4"])
         .expect("pgbench after target");
-    let last = cluster
-        .query_one("SELECT pg_walfile_name(pg_switch_wal())")
-        .expect("switch");
-    wait("the archiver", Duration::from_secs(60), || {
-        let row = cluster
-            .query_one("SELECT coalesce(last_archived_wal, '') || ' ' || failed_count FROM pg_stat_archiver")
-            .expect("pg_stat_archiver");
-        let failed = row.rsplit(' ').next().unwrap_or("0");
-        assert_eq!(
-            failed,
-            "0",
-            "archive_command failed: {}",
-            cluster.log_tail(20)
-        );
-        row.split(' ').next().is_some_and(|l| l >= last.as_str())
-    });
+    switch_and_wait_archived(&cluster);
     let final_checksum = cluster.query_one(CHECKSUM_SQL).expect("checksum");
     assert_ne!(final_checksum, checksum);
     let archived = list_json(repo)["files"].as_array().map_or(0, Vec::len);
@@ -153,47 +93,16 @@ fn recovery_reaches_the_same_data<R: Repo>(repo: &R, top: &Path) {
     run(&mut cp).expect("copy the base backup");
 
     // The second cluster: the base backup, restore_command = get, a named target.
-    let sock = server_writable_dir(top, "sock2");
-    let port = cluster.port() + 1000;
     let get = repo.command_line("get", "%f %p");
-    let mut conf = std::fs::read_to_string(backup.join("postgresql.conf")).expect("conf");
-    conf.push_str(&format!(
-        "\nport = {port}\nunix_socket_directories = '{}'\narchive_mode = off\n\
-         restore_command = '{get}'\nrecovery_target_name = 'pgcompress_target'\n\
-         recovery_target_action = 'promote'\n",
-        sock.display()
-    ));
-    std::fs::write(backup.join("postgresql.conf"), conf).expect("write conf");
-    std::fs::write(backup.join("recovery.signal"), "").expect("recovery.signal");
-    chown_tree(&backup);
-    let restored = Restored {
-        source: &cluster,
-        data: backup.clone(),
-        sock,
-        port,
-    };
-    let log = top.join("restored.log");
-    std::fs::write(&log, "").expect("log");
-    pgtest::run::chown_to_server_user(&log).expect("chown log");
-    restored
-        .pg_ctl(&[
-            "-l",
-            log.to_str().expect("path"),
-            "-w",
-            "-t",
-            "120",
-            "start",
-        ])
-        .unwrap_or_else(|e| {
-            panic!(
-                "start restored cluster: {e}\n{}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            )
-        });
-    wait("promotion", Duration::from_secs(60), || {
-        restored.query("SELECT pg_is_in_recovery()") == "f"
-    });
-    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    let restored = Restored::start(
+        &cluster,
+        &backup,
+        top,
+        &get,
+        "recovery_target_name = 'pgcompress_target'\nrecovery_target_action = 'promote'",
+    );
+    restored.wait_promoted();
+    let log_text = restored.log_text();
     assert!(
         log_text.contains("recovery stopping at restore point \"pgcompress_target\""),
         "{log_text}"
@@ -203,60 +112,11 @@ fn recovery_reaches_the_same_data<R: Repo>(repo: &R, top: &Path) {
 
     // A standby fed from the archive alone (standby.signal, restore_command, no primary_conninfo)
     // replays every archived segment, past the restore point, to the primary's last switch.
-    let sock = server_writable_dir(top, "sock3");
-    let port = cluster.port() + 2000;
-    let mut conf = std::fs::read_to_string(standby_data.join("postgresql.conf")).expect("conf");
-    conf.push_str(&format!(
-        "\nport = {port}\nunix_socket_directories = '{}'\narchive_mode = off\n\
-         restore_command = '{get}'\n",
-        sock.display()
-    ));
-    std::fs::write(standby_data.join("postgresql.conf"), conf).expect("write conf");
-    std::fs::write(standby_data.join("standby.signal"), "").expect("standby.signal");
-    chown_tree(&standby_data);
-    let standby = Restored {
-        source: &cluster,
-        data: standby_data,
-        sock,
-        port,
-    };
-    let log = top.join("standby.log");
-    std::fs::write(&log, "").expect("log");
-    pgtest::run::chown_to_server_user(&log).expect("chown log");
-    standby
-        .pg_ctl(&[
-            "-l",
-            log.to_str().expect("path"),
-            "-w",
-            "-t",
-            "120",
-            "start",
-        ])
-        .unwrap_or_else(|e| {
-            panic!(
-                "start the standby: {e}\n{}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            )
-        });
+    let standby = Restored::standby(&cluster, &standby_data, top, &get);
     wait(
         "the standby to replay the archive",
         Duration::from_secs(120),
         || standby.query(CHECKSUM_SQL) == final_checksum,
     );
     assert_eq!(standby.query("SELECT pg_is_in_recovery()"), "t");
-}
-
-/// Hands a copied data directory to the server user.
-fn chown_tree(dir: &Path) {
-    pgtest::run::chown_to_server_user(dir).expect("chown");
-    if let Ok(rd) = std::fs::read_dir(dir) {
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                chown_tree(&p);
-            } else {
-                pgtest::run::chown_to_server_user(&p).expect("chown");
-            }
-        }
-    }
 }

@@ -26,9 +26,14 @@ pub struct LocalStore {
 }
 
 impl LocalStore {
-    /// The store rooted at `dir` (created by the first push).
+    /// The store rooted at `dir` (created by the first push). A relative `dir` is made
+    /// absolute against the current directory, so that processes started elsewhere (the
+    /// spool's serving process) name the same repository the same way.
     pub fn new(dir: impl Into<PathBuf>) -> LocalStore {
-        LocalStore { dir: dir.into() }
+        let dir = dir.into();
+        LocalStore {
+            dir: std::path::absolute(&dir).unwrap_or(dir),
+        }
     }
 
     /// The repository directory.
@@ -147,6 +152,21 @@ impl Store for LocalStore {
             }
         }
         Ok(keys)
+    }
+
+    fn delete(&self, keys: &[String]) -> Result<(), ArchiveError> {
+        for key in keys {
+            let path = self.dir.join(key);
+            match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => return Err(ArchiveError::io("removing", &path)(e)),
+            }
+        }
+        if keys.is_empty() {
+            return Ok(());
+        }
+        sync_dir(&self.dir)
     }
 
     fn check_present(&self) -> Result<(), ArchiveError> {

@@ -17,6 +17,7 @@
 //!   only once the repository itself is known to be there: a missing directory or bucket is
 //!   an error, so that it cannot pass for the end of the archive.
 
+mod expire;
 pub mod local;
 #[cfg(feature = "s3")]
 pub mod s3;
@@ -33,6 +34,7 @@ use crate::container::{self, check_name, Header, MAX_HEADER_LEN};
 use crate::error::{ArchiveError, ContainerError};
 use crate::pack::{pack_fallback, pack_records, self_check};
 
+pub use expire::{Expired, Retain};
 pub use local::LocalStore;
 #[cfg(feature = "s3")]
 pub use s3::S3Store;
@@ -192,6 +194,10 @@ pub trait Store: std::fmt::Debug + Send + Sync {
 
     /// Keys and sizes of the objects directly in the repository, in any order.
     fn list(&self) -> Result<Vec<(String, u64)>, ArchiveError>;
+
+    /// Removes the objects `keys`, in order; a key already gone is not an error. When it
+    /// returns, the removals are durable (a directory is fsynced once, at the end).
+    fn delete(&self, keys: &[String]) -> Result<(), ArchiveError>;
 
     /// `Ok` when the repository itself exists and answers, so that an absent key really
     /// means an absent file.
@@ -418,6 +424,64 @@ impl Repository {
             .collect();
         files.sort();
         Ok(files)
+    }
+}
+
+impl Repository {
+    /// The original bytes of a small archived file (a backup or timeline history file),
+    /// decoded and checked; `None` if the repository does not hold it.
+    pub fn read_small(&self, name: &str, max: u64) -> Result<Option<Vec<u8>>, ArchiveError> {
+        valid_name(name)?;
+        let key = key_of(name);
+        let Some((size, head)) = self.store.read_head(&key, MAX_HEADER_LEN)? else {
+            return Ok(None);
+        };
+        let header = parse_header(&head, size)
+            .and_then(|h| check_same_name(name, h))
+            .map_err(|source| ArchiveError::Corrupt {
+                name: name.into(),
+                source,
+            })?;
+        if header.original_size > max {
+            return Err(ArchiveError::TooLarge {
+                name: name.into(),
+                size: header.original_size,
+                max,
+            });
+        }
+        let Some(bytes) = self.store.read(&key)? else {
+            return Ok(None);
+        };
+        decode_named(name, &bytes)
+            .map(|(_, data)| Some(data))
+            .map_err(|source| ArchiveError::Corrupt {
+                name: name.into(),
+                source,
+            })
+    }
+
+    /// The original size recorded in the header of `name`, if the repository holds it.
+    pub fn original_size(&self, name: &str) -> Result<Option<u64>, ArchiveError> {
+        valid_name(name)?;
+        let Some((size, head)) = self.store.read_head(&key_of(name), MAX_HEADER_LEN)? else {
+            return Ok(None);
+        };
+        parse_header(&head, size)
+            .and_then(|h| check_same_name(name, h))
+            .map(|h| Some(h.original_size))
+            .map_err(|source| ArchiveError::Corrupt {
+                name: name.into(),
+                source,
+            })
+    }
+
+    /// Removes the archived files `names`, in order (see [`Store::delete`]).
+    pub fn remove(&self, names: &[String]) -> Result<(), ArchiveError> {
+        for name in names {
+            valid_name(name)?;
+        }
+        let keys: Vec<String> = names.iter().map(|n| key_of(n)).collect();
+        self.store.delete(&keys)
     }
 }
 

@@ -176,6 +176,25 @@ impl Store for S3Store {
             .collect())
     }
 
+    fn delete(&self, keys: &[String]) -> Result<(), ArchiveError> {
+        let paths = keys
+            .iter()
+            .map(|k| Ok((k, self.path(k)?)))
+            .collect::<Result<Vec<_>, ArchiveError>>()?;
+        // One request per object, in order, over the client's persistent connection; a
+        // successful DeleteObject is durable, and deleting an absent key succeeds.
+        let deleted = self.run(async {
+            for (key, path) in &paths {
+                match self.client.delete(path).await {
+                    Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => return Err((*key, e)),
+                }
+            }
+            Ok(())
+        });
+        deleted.map_err(|(key, e)| self.error(format!("removing {key} from"), &e))
+    }
+
     fn check_present(&self) -> Result<(), ArchiveError> {
         let prefix = (!self.prefix.as_ref().is_empty()).then(|| self.prefix.as_ref());
         let opts = PaginatedListOptions {

@@ -71,6 +71,41 @@ it for the end of the archive); 2 bad usage."
 damaged (each bad file named on stderr, first one first); 2 bad usage."
     )]
     Verify(RepoArgs),
+    /// Store the server's .ready files ahead of the archiver (what `push --async` starts).
+    #[command(
+        after_help = "Watches PG_WAL/archive_status for .ready files and packs and stores several at \
+once (--workers, default one per core), over one repository connection kept for its lifetime, in the \
+order PostgreSQL's archiver takes them (timeline history files first). After the repository reports a file \
+durably stored it writes SPOOL/done/NAME (the file's XXH3-128 and the repository); `archive push --async \
+--spool SPOOL %p` returns 0 only when that marker matches the bytes of %p, which it hashes itself. \
+Markers are removed once PostgreSQL has marked the file done. The spool holds no WAL: memory and disk stay \
+bounded however far the archiver lags. A backlog above --queue-max is reported (log line every 10 s, \
+pgcompress_archive_backlog_full, the push's timeout message); nothing is dropped.\n\n\
+Run it as a service (systemd: Restart=always, the PostgreSQL server's user and environment) or let \
+`push --async` start it, detached, with --idle-exit 60. A SIGKILL or SIGTERM at any moment is safe: a \
+file is stored whole or not at all, and a marker is written only after.\n\n\
+Exit status: 0 stopped (idle, or PG_WAL gone, or another process already serves SPOOL); 1 failure; 2 bad usage."
+    )]
+    Serve(ServeArgs),
+    /// Restore the segments after the last one asked for ahead of recovery (what `get
+    /// --prefetch` starts).
+    #[command(
+        after_help = "Reads SPOOL/fetch/wanted, the last name restore_command asked for, and keeps the next \
+--depth segments of its timeline restored in SPOOL/fetch/data, each checked against the XXH3-128 its \
+container records while it was rebuilt, with SPOOL/fetch/meta/NAME naming that digest and the repository. \
+`get --prefetch` moves a queued file into place only after hashing it again and comparing; anything else it \
+fetches as usual. Files outside the window (older, or of another timeline) are removed, so the queue holds \
+at most --depth files.\n\n\
+Exit status: 0 stopped (idle, or another process already prefetches into SPOOL); 1 failure; 2 bad usage."
+    )]
+    Prefetch(PrefetchArgs),
+    /// Remove what no kept base backup needs (retention).
+    #[command(
+        after_help = "Base backups are found by the backup history files PostgreSQL archives at the end of each backup (<segment>.<offset>.backup). Everything before the start of the oldest kept backup goes, on every timeline: WAL segments, .partial segments, older backup history files. Timeline history files go only when their timeline is below every kept backup's and is none's ancestor. Segments at or after the oldest kept backup's start are never touched, so archive_command may push while expire runs; a backup still running is newer than every finished one and keeps what it needs. A backup or timeline history file that cannot be read stops expire before anything is removed.\n\n\
+Backups are ordered by start timeline, then start position. Without any backup history file nothing is removed.\n\n\
+Exit status: 0 done (or nothing to do); 1 failure (a damaged history file, --before past every backup, an unreachable repository); 2 bad usage."
+    )]
+    Expire(ExpireArgs),
 }
 
 /// Where the repository is and how to reach it.
@@ -106,9 +141,50 @@ pub struct PushArgs {
     /// Print one line saying what was stored.
     #[arg(long, short)]
     pub verbose: bool,
+    /// Return as soon as a long-lived process (`archive serve` on --spool, started here if
+    /// none runs) has durably stored this file; it stores the next .ready files meanwhile.
+    #[arg(long = "async", requires = "spool")]
+    pub r#async: bool,
+    /// The spool directory of --async: markers of stored files, the serving process's lock,
+    /// pid, status and log. One per server; outside the data directory.
+    #[arg(long, value_name = "DIR")]
+    pub spool: Option<PathBuf>,
+    /// With --async: give up after this many seconds (exit 1; PostgreSQL calls again).
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub timeout: u64,
     /// The file to archive (%p); it is archived under its file name.
     #[arg(value_name = "PATH")]
     pub path: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    /// Compression method, as for push.
+    #[arg(long, value_name = "SPEC", value_parser = parse_spec)]
+    pub method: Option<Spec>,
+    /// The spool directory (see `push --async`).
+    #[arg(long, value_name = "DIR")]
+    pub spool: PathBuf,
+    /// The server's pg_wal directory.
+    #[arg(long, value_name = "PG_WAL")]
+    pub wal_dir: PathBuf,
+    /// Files stored at once (default: one per core).
+    #[arg(long, value_name = "N")]
+    pub workers: Option<std::num::NonZeroUsize>,
+    /// Report a backlog of more .ready files than this.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub queue_max: usize,
+    /// Exit after this many seconds with no .ready file (0: never).
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    pub idle_exit: u64,
+    /// Serve Prometheus metrics on ADDR:PORT (GET /metrics).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<String>,
+    /// Log every file stored.
+    #[arg(long, short)]
+    pub verbose: bool,
 }
 
 #[derive(Args, Debug)]
@@ -124,6 +200,32 @@ pub struct GetArgs {
     /// Fsync the restored file and its directory before exiting.
     #[arg(long)]
     pub fsync: bool,
+    /// Keep the next N segments of the timeline restored ahead in --spool (by an `archive
+    /// prefetch` process started here if none runs); a prefetched file is used only after
+    /// its hash checks out.
+    #[arg(long, value_name = "N", requires = "spool")]
+    pub prefetch: Option<std::num::NonZeroUsize>,
+    /// The spool directory of --prefetch (outside the data directory).
+    #[arg(long, value_name = "DIR")]
+    pub spool: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct PrefetchArgs {
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    /// The spool directory (see `get --prefetch`).
+    #[arg(long, value_name = "DIR")]
+    pub spool: PathBuf,
+    /// Segments kept restored ahead of the last one asked for.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub depth: usize,
+    /// Exit after this many seconds without a request (0: never).
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub idle_exit: u64,
+    /// Serve Prometheus metrics on ADDR:PORT (GET /metrics).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -133,6 +235,48 @@ pub struct ListArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("retention").required(true).args(["keep", "before"])))]
+pub struct ExpireArgs {
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    /// Keep the N newest base backups and what they need.
+    #[arg(long, value_name = "N")]
+    pub keep: Option<std::num::NonZeroUsize>,
+    /// Remove what precedes this WAL segment (000000010000000A000000FF) or LSN (A/FF000028)
+    /// on every timeline; backups that start before it are expired. Refused if no backup
+    /// would be left.
+    #[arg(long, value_name = "SEGMENT|LSN", value_parser = parse_point)]
+    pub before: Option<Point>,
+    /// Only say what would be removed.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Where `--before` cuts.
+#[derive(Debug, Clone)]
+pub enum Point {
+    /// A WAL segment name.
+    Segment(String),
+    /// An LSN, `%X/%X`.
+    Lsn(u64),
+}
+
+fn parse_point(s: &str) -> Result<Point, String> {
+    if ::archive::retention::parse_segment_name(s).is_some() {
+        return Ok(Point::Segment(s.to_owned()));
+    }
+    if let Some(lsn) = ::archive::retention::parse_lsn(s) {
+        return Ok(Point::Lsn(lsn));
+    }
+    Err(format!(
+        "{s:?} is neither a WAL segment name (24 upper-case hex digits) nor an LSN (like 0/3000028)"
+    ))
 }
 
 /// Parses a compression method in PostgreSQL's syntax.

@@ -237,6 +237,14 @@ pub struct BenchArchiveArgs {
     /// the next) and keep each segment's median time: steadier figures on a busy or shared machine.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=15))]
     pub rounds: u32,
+    /// Instead of the per-segment comparison: pgbench flat out for SECS seconds per archiver (none,
+    /// `archive push --async`, pgBackRest archive-async process-max=2 zst:3), with the WAL rate, the .ready
+    /// backlog, bytes stored, machine CPU and a recovery through each tool's prefetching get.
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u32).range(5..=3600))]
+    pub sustained: Option<u32>,
+    /// pgbench clients for --sustained.
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub clients: u32,
 }
 
 /// `--segment-size`: what `initdb --wal-segsize` accepts.

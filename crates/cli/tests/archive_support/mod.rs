@@ -2,6 +2,7 @@
 //! archive_command/restore_command would run it, and WAL written by a real server.
 #![allow(dead_code)]
 
+pub mod restore;
 pub mod s3;
 
 use pgtest::Cluster;

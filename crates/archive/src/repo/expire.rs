@@ -1,0 +1,144 @@
+//! `Repository::expire`: reads the backup and timeline history files, asks
+//! [`crate::retention::plan`] what no kept backup needs, and removes it in the plan's order.
+
+use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
+
+use super::Repository;
+use crate::error::ArchiveError;
+use crate::retention::{
+    self, classify, parse_segment_name, parse_timeline_history, Backup, FileKind, Keep, Plan,
+    Position, MAX_HISTORY_FILE_LEN,
+};
+
+/// Which backups `expire` keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Retain {
+    /// The `n` newest base backups.
+    Newest(NonZeroUsize),
+    /// Backups that start at or after this segment (any timeline): everything before it goes.
+    BeforeSegment(String),
+    /// Backups that start at or after the segment holding this LSN.
+    BeforeLsn(u64),
+}
+
+/// What [`Repository::expire`] removed, or with `dry_run` would remove.
+#[derive(Debug, Clone)]
+pub struct Expired {
+    /// The plan: kept and expired backups, the cutoff, the files in removal order.
+    pub plan: Plan,
+    /// Each removed file's stored size, in removal order.
+    pub removed: Vec<(String, u64)>,
+    /// Files the repository still holds afterwards.
+    pub remaining: usize,
+    /// Nothing was removed, only planned.
+    pub dry_run: bool,
+}
+
+impl Repository {
+    /// Removes every archived file no kept base backup needs (see [`crate::retention`]):
+    /// WAL and `.partial` segments and backup history files before the oldest kept backup's
+    /// start, and history files of timelines no kept backup descends from. With `dry_run`
+    /// it only says what it would remove. A backup or timeline history file that cannot be
+    /// read is an error and nothing is removed.
+    pub fn expire(&self, retain: &Retain, dry_run: bool) -> Result<Expired, ArchiveError> {
+        let files = self.files()?;
+        let names: Vec<String> = files.iter().map(|(n, _)| n.clone()).collect();
+        let mut backups = Vec::new();
+        let mut ancestors = BTreeMap::new();
+        for name in &names {
+            match classify(name) {
+                FileKind::BackupHistory { .. } => {
+                    let Some(bytes) = self.read_small(name, MAX_HISTORY_FILE_LEN as u64)? else {
+                        continue;
+                    };
+                    backups.push(Backup::new(name, &bytes).map_err(|source| {
+                        ArchiveError::History {
+                            name: name.clone(),
+                            source,
+                        }
+                    })?);
+                }
+                FileKind::TimelineHistory { tli } => {
+                    let Some(bytes) = self.read_small(name, MAX_HISTORY_FILE_LEN as u64)? else {
+                        continue;
+                    };
+                    let parents =
+                        parse_timeline_history(&bytes).map_err(|source| ArchiveError::History {
+                            name: name.clone(),
+                            source,
+                        })?;
+                    ancestors.insert(tli, parents);
+                }
+                _ => {}
+            }
+        }
+        let keep = match retain {
+            Retain::Newest(n) => Keep::Newest(*n),
+            Retain::BeforeSegment(s) => Keep::From(
+                parse_segment_name(s)
+                    .ok_or_else(|| {
+                        ArchiveError::Config(format!(
+                            "{s:?} is not a WAL segment name (24 upper-case hex digits)"
+                        ))
+                    })?
+                    .1,
+            ),
+            Retain::BeforeLsn(lsn) => Keep::From(self.position_of(*lsn, &names)?),
+        };
+        let plan = retention::plan(&names, backups, keep, &ancestors)?;
+        let sizes: BTreeMap<&str, u64> = files.iter().map(|(n, s)| (n.as_str(), *s)).collect();
+        let removed: Vec<(String, u64)> = plan
+            .remove
+            .iter()
+            .map(|n| (n.clone(), sizes.get(n.as_str()).copied().unwrap_or(0)))
+            .collect();
+        if !dry_run {
+            // Backup history files first, then segments, then timeline history files, each
+            // batch durable before the next starts: a crash leaves no backup listed whose
+            // WAL is partly gone, and running expire again finishes the job.
+            let (backup_files, rest): (Vec<String>, Vec<String>) = plan
+                .remove
+                .iter()
+                .cloned()
+                .partition(|n| matches!(classify(n), FileKind::BackupHistory { .. }));
+            let (histories, segments): (Vec<String>, Vec<String>) = rest
+                .into_iter()
+                .partition(|n| matches!(classify(n), FileKind::TimelineHistory { .. }));
+            for batch in [backup_files, segments, histories] {
+                self.remove(&batch)?;
+            }
+        }
+        Ok(Expired {
+            remaining: files.len() - if dry_run { 0 } else { removed.len() },
+            plan,
+            removed,
+            dry_run,
+        })
+    }
+
+    /// The position of the segment holding `lsn`, with the segment size the archived WAL
+    /// segments record.
+    fn position_of(&self, lsn: u64, names: &[String]) -> Result<Position, ArchiveError> {
+        let segment = names
+            .iter()
+            .rev()
+            .find(|n| matches!(classify(n), FileKind::Segment { .. }));
+        let size = match segment {
+            Some(name) => self.original_size(name)?,
+            None => None,
+        };
+        let Some(size) = size else {
+            return Err(ArchiveError::Config(
+                "an LSN needs the WAL segment size, and the repository holds no WAL segment to \
+                 learn it from; give a segment name instead"
+                    .into(),
+            ));
+        };
+        Position::of_lsn(lsn, size).ok_or_else(|| {
+            ArchiveError::Config(format!(
+                "archived segments are {size} bytes, not a WAL segment size"
+            ))
+        })
+    }
+}

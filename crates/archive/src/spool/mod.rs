@@ -1,0 +1,241 @@
+//! Pushing ahead of the archiver: a long-lived process ([`serve`]) watches
+//! `pg_wal/archive_status/*.ready`, packs and stores several segments at once over one
+//! repository (one S3 client, its connections kept), and leaves a marker per stored file in a
+//! spool directory; `archive push --async` ([`wait`]) then returns as soon as the marker for
+//! its file says that exact content is durably in that repository, which is usually before
+//! PostgreSQL asks.
+//!
+//! The spool holds no WAL, only small files, so it is bounded by the number of `.ready` files:
+//!
+//! - `done/<name>`: `<xxh3-128 of the original, hex> <repository>`; written (to a temporary
+//!   name, then renamed) only after the repository reported the file durably stored, and
+//!   removed once PostgreSQL has marked the file done. A marker for other bytes or another
+//!   repository never satisfies a push: the foreground hashes the file itself and compares.
+//! - `error/<name>`: the last failure storing it (the process retries).
+//! - `serve.lock` (held with `flock` while a process serves this spool), `serve.pid`,
+//!   `serve.log` (when a push started the process), `status` (backlog, for messages).
+//! - `fetch/`: the files restored ahead of recovery ([`prefetch`]).
+
+pub mod metrics;
+mod prefetch;
+mod serve;
+mod wait;
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind, Read};
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{Flock, FlockArg};
+
+use crate::container::hex;
+use crate::error::ArchiveError;
+
+pub use metrics::SpoolMetrics;
+pub use prefetch::{prefetch, PrefetchOptions};
+pub use serve::{serve, ServeOptions};
+pub use wait::{wait_stored, WaitOptions};
+
+/// A spool directory.
+#[derive(Debug, Clone)]
+pub struct Spool {
+    dir: PathBuf,
+}
+
+/// Holding this keeps other processes from serving the same spool.
+#[derive(Debug)]
+pub struct ServeLock {
+    _lock: Flock<File>,
+}
+
+/// What a `done/<name>` marker says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Marker {
+    /// Hex XXH3-128 of the original file that was stored.
+    pub xxh3: String,
+    /// The repository it was stored in.
+    pub location: String,
+}
+
+impl Spool {
+    /// The spool in `dir` (created when first used).
+    pub fn new(dir: impl Into<PathBuf>) -> Spool {
+        Spool { dir: dir.into() }
+    }
+
+    /// The spool directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn done_dir(&self) -> PathBuf {
+        self.dir.join("done")
+    }
+
+    fn error_dir(&self) -> PathBuf {
+        self.dir.join("error")
+    }
+
+    /// `serve.pid`: the serving process's id.
+    pub fn pid_path(&self) -> PathBuf {
+        self.dir.join("serve.pid")
+    }
+
+    /// `serve.log`: where a process that a push started writes.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join("serve.log")
+    }
+
+    fn status_path(&self) -> PathBuf {
+        self.dir.join("status")
+    }
+
+    /// Creates the spool's directories.
+    pub fn create(&self) -> Result<(), ArchiveError> {
+        for d in [self.done_dir(), self.error_dir()] {
+            fs::create_dir_all(&d).map_err(ArchiveError::io("creating", &d))?;
+        }
+        Ok(())
+    }
+
+    /// Takes the serving lock; `None` when another process holds it.
+    pub fn try_lock(&self) -> Result<Option<ServeLock>, ArchiveError> {
+        self.create()?;
+        let path = self.dir.join("serve.lock");
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(ArchiveError::io("opening", &path))?;
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => Ok(Some(ServeLock { _lock: lock })),
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
+            Err((_, e)) => Err(ArchiveError::io("locking", &path)(e.into())),
+        }
+    }
+
+    /// Whether a process serves this spool now.
+    pub fn served(&self) -> Result<bool, ArchiveError> {
+        Ok(self.try_lock()?.is_none())
+    }
+
+    /// The marker for `name`, if there is a readable one.
+    pub fn marker(&self, name: &str) -> Option<Marker> {
+        let text = read_small(&self.done_dir().join(name))?;
+        let (xxh3, location) = text.trim_end_matches('\n').split_once(' ')?;
+        Some(Marker {
+            xxh3: xxh3.to_owned(),
+            location: location.to_owned(),
+        })
+    }
+
+    /// Records that `name`, whose original has the XXH3-128 `xxh3`, is durably stored in
+    /// `location`. Called only after the repository said so.
+    pub fn write_marker(
+        &self,
+        name: &str,
+        xxh3: &[u8],
+        location: &str,
+    ) -> Result<(), ArchiveError> {
+        let text = format!("{} {location}\n", hex(xxh3));
+        write_replace(&self.done_dir(), name, text.as_bytes())
+    }
+
+    /// Removes the marker of `name` (PostgreSQL has marked it done).
+    pub fn remove_marker(&self, name: &str) {
+        let _ = fs::remove_file(self.done_dir().join(name));
+    }
+
+    /// Names that have a marker.
+    pub fn markers(&self) -> Result<Vec<String>, ArchiveError> {
+        list_names(&self.done_dir())
+    }
+
+    /// The last error storing `name` and when it was written.
+    pub fn error(&self, name: &str) -> Option<(String, std::time::SystemTime)> {
+        let path = self.error_dir().join(name);
+        let when = fs::metadata(&path).and_then(|m| m.modified()).ok()?;
+        Some((read_small(&path)?, when))
+    }
+
+    /// Records the failure to store `name`.
+    pub fn write_error(&self, name: &str, message: &str) -> Result<(), ArchiveError> {
+        write_replace(&self.error_dir(), name, message.as_bytes())
+    }
+
+    /// Forgets the failure to store `name`.
+    pub fn remove_error(&self, name: &str) {
+        let _ = fs::remove_file(self.error_dir().join(name));
+    }
+
+    /// Writes the status line the serving process keeps current.
+    pub fn write_status(&self, text: &str) -> Result<(), ArchiveError> {
+        write_replace(&self.dir, "status", text.as_bytes())
+    }
+
+    /// The status line, if any.
+    pub fn status(&self) -> Option<String> {
+        read_small(&self.status_path()).map(|s| s.trim_end().to_owned())
+    }
+}
+
+/// Reads a file of at most 4 KiB as text.
+fn read_small(path: &Path) -> Option<String> {
+    let f = File::open(path).ok()?;
+    let mut text = String::new();
+    f.take(4096).read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+/// Writes `dir/name` through a temporary file and a rename, so readers see all or nothing.
+/// Not fsynced: a marker lost in an OS crash only makes a push wait for the file to be
+/// stored again (an identical push succeeds).
+fn write_replace(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), ArchiveError> {
+    fs::create_dir_all(dir).map_err(ArchiveError::io("creating", dir))?;
+    let tmp = dir.join(format!(
+        ".{name}.{}.{}",
+        std::process::id(),
+        crate::repo::nanos()
+    ));
+    fs::write(&tmp, bytes).map_err(ArchiveError::io("writing", &tmp))?;
+    let dest = dir.join(name);
+    fs::rename(&tmp, &dest).map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        ArchiveError::io(format!("renaming {} to", tmp.display()), &dest)(e)
+    })
+}
+
+fn list_names(dir: &Path) -> Result<Vec<String>, ArchiveError> {
+    let rd = match fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(ArchiveError::io("listing", dir)(e)),
+    };
+    let mut names = Vec::new();
+    for entry in rd {
+        let entry = entry.map_err(ArchiveError::io("listing", dir))?;
+        if let Ok(name) = entry.file_name().into_string() {
+            if !name.starts_with('.') {
+                names.push(name);
+            }
+        }
+    }
+    Ok(names)
+}
+
+/// The XXH3-128 of a file, as the container records it.
+pub fn xxh3_file(path: &Path) -> Result<[u8; 16], ArchiveError> {
+    let mut f = File::open(path).map_err(ArchiveError::io("reading", path))?;
+    let mut hasher = twox_hash::XxHash3_128::default();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f
+            .read(&mut buf)
+            .map_err(ArchiveError::io("reading", path))?;
+        if n == 0 {
+            break;
+        }
+        hasher.write(&buf[..n]);
+    }
+    Ok(hasher.finish_128().to_be_bytes())
+}

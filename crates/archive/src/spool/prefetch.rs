@@ -1,0 +1,366 @@
+//! Getting ahead of recovery: a long-lived process restores the segments that follow the
+//! last one PostgreSQL asked for into the spool, and `archive get --prefetch` moves a
+//! prefetched file into place instead of fetching it, once it has checked it.
+//!
+//! Under the spool directory:
+//!
+//! - `fetch/data/<name>`: a restored file, complete (written to a temporary name, checked
+//!   against the container's XXH3-128 while it was rebuilt, then renamed);
+//! - `fetch/meta/<name>`: `<name> <xxh3-128 hex> <repository>`, written after the data;
+//! - `fetch/wanted`: the last name asked for, and how many requests the queue answered and
+//!   how many it did not, counted by the gets (PostgreSQL runs one at a time);
+//! - `fetch.lock`, `fetch.pid`, `fetch.log`, `fetch/stats`.
+//!
+//! A prefetched file is used only when its meta names this file and this repository and its own
+//! XXH3-128, computed at use, matches the meta: a damaged file, or one for another name,
+//! another repository or other content, is removed and the file is fetched from the
+//! repository as without prefetching. The queue holds at most `depth` files, the ones after
+//! the last name asked for on its timeline; anything else is removed.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nix::fcntl::{Flock, FlockArg};
+
+use super::metrics::SpoolMetrics;
+use super::{list_names, read_small, write_replace, xxh3_file, Spool};
+use crate::container::hex;
+use crate::error::ArchiveError;
+use crate::repo::Repository;
+use crate::retention::{parse_segment_name, Position};
+
+/// How the prefetching process runs.
+#[derive(Debug, Clone)]
+pub struct PrefetchOptions {
+    /// Files restored ahead of the last one asked for.
+    pub depth: usize,
+    /// Exit after this long without a new request (`None`: run until stopped).
+    pub idle_exit: Option<Duration>,
+    /// How often the request file is read when there is nothing to fetch.
+    pub poll: Duration,
+}
+
+impl Default for PrefetchOptions {
+    fn default() -> Self {
+        PrefetchOptions {
+            depth: 8,
+            idle_exit: Some(Duration::from_secs(30)),
+            poll: Duration::from_millis(20),
+        }
+    }
+}
+
+impl Spool {
+    fn fetch_dir(&self) -> PathBuf {
+        self.dir.join("fetch")
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.fetch_dir().join("data")
+    }
+
+    fn meta_dir(&self) -> PathBuf {
+        self.fetch_dir().join("meta")
+    }
+
+    /// `fetch.pid`: the prefetching process's id.
+    pub fn fetch_pid_path(&self) -> PathBuf {
+        self.dir.join("fetch.pid")
+    }
+
+    /// `fetch.log`: where a prefetching process that a get started writes.
+    pub fn fetch_log_path(&self) -> PathBuf {
+        self.dir.join("fetch.log")
+    }
+
+    fn try_fetch_lock(&self) -> Result<Option<Flock<File>>, ArchiveError> {
+        fs::create_dir_all(self.data_dir())
+            .map_err(ArchiveError::io("creating", self.data_dir()))?;
+        fs::create_dir_all(self.meta_dir())
+            .map_err(ArchiveError::io("creating", self.meta_dir()))?;
+        let path = self.dir.join("fetch.lock");
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(ArchiveError::io("opening", &path))?;
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => Ok(Some(lock)),
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
+            Err((_, e)) => Err(ArchiveError::io("locking", &path)(e.into())),
+        }
+    }
+
+    /// Whether a process prefetches into this spool now.
+    pub fn prefetching(&self) -> Result<bool, ArchiveError> {
+        Ok(self.try_fetch_lock()?.is_none())
+    }
+
+    /// Tells the prefetching process what was asked for last, and counts whether the queue
+    /// had it.
+    pub fn write_wanted(&self, name: &str, hit: bool) -> Result<(), ArchiveError> {
+        let (mut hits, mut misses) = self.wanted().map_or((0, 0), |w| (w.hits, w.misses));
+        if hit {
+            hits += 1;
+        } else {
+            misses += 1;
+        }
+        let text = format!("{name} {hits} {misses}\n");
+        write_replace(&self.fetch_dir(), "wanted", text.as_bytes())
+    }
+
+    fn wanted(&self) -> Option<Wanted> {
+        let text = read_small(&self.fetch_dir().join("wanted"))?;
+        let mut f = text.split_whitespace();
+        Some(Wanted {
+            name: f.next()?.to_owned(),
+            hits: f.next()?.parse().ok()?,
+            misses: f.next()?.parse().ok()?,
+        })
+    }
+
+    /// `hits N misses M fetched K` as the prefetching process last wrote it.
+    pub fn fetch_stats(&self) -> Option<String> {
+        read_small(&self.fetch_dir().join("stats")).map(|s| s.trim_end().to_owned())
+    }
+
+    fn remove_prefetched(&self, name: &str) {
+        let _ = fs::remove_file(self.meta_dir().join(name));
+        let _ = fs::remove_file(self.data_dir().join(name));
+    }
+
+    /// Moves the prefetched `name` to `dest` if the queue holds it for the repository
+    /// `location` and it checks out; `Ok(false)` otherwise (the caller fetches it). A file
+    /// that does not check out is removed.
+    pub fn take_prefetched(
+        &self,
+        name: &str,
+        dest: &Path,
+        location: &str,
+    ) -> Result<bool, ArchiveError> {
+        let Some(meta) = read_small(&self.meta_dir().join(name)) else {
+            return Ok(false);
+        };
+        let mut fields = meta.trim_end().splitn(3, ' ');
+        let (Some(for_name), Some(xxh3), Some(loc)) = (fields.next(), fields.next(), fields.next())
+        else {
+            self.remove_prefetched(name);
+            return Ok(false);
+        };
+        if for_name != name || loc != location {
+            self.remove_prefetched(name);
+            return Ok(false);
+        }
+        let data = self.data_dir().join(name);
+        match xxh3_file(&data) {
+            Ok(actual) if hex(&actual) == xxh3 => {}
+            _ => {
+                self.remove_prefetched(name);
+                return Ok(false);
+            }
+        }
+        let _ = fs::remove_file(self.meta_dir().join(name));
+        // The same file system: a rename. Another one: a copy next to `dest`, renamed.
+        match fs::rename(&data, dest) {
+            Ok(()) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(nix::libc::EXDEV) => {
+                let tmp = tmp_next_to(dest);
+                let copied = fs::copy(&data, &tmp)
+                    .and_then(|_| fs::rename(&tmp, dest))
+                    .map_err(ArchiveError::io("copying prefetched file to", dest));
+                let _ = fs::remove_file(&data);
+                if copied.is_err() {
+                    let _ = fs::remove_file(&tmp);
+                }
+                copied.map(|()| true)
+            }
+            Err(e) => {
+                self.remove_prefetched(name);
+                Err(ArchiveError::io("moving prefetched file to", dest)(e))
+            }
+        }
+    }
+}
+
+/// The last request and the counts so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Wanted {
+    name: String,
+    hits: u64,
+    misses: u64,
+}
+
+fn tmp_next_to(dest: &Path) -> PathBuf {
+    let parent = match dest.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let base = dest
+        .file_name()
+        .map_or_else(|| "restore".into(), |n| n.to_string_lossy().into_owned());
+    parent.join(format!(
+        ".{base}.pgcompress.{}.{}.tmp",
+        std::process::id(),
+        crate::repo::nanos()
+    ))
+}
+
+/// The segment after `pos` with segments of `segment_size` bytes.
+fn next_position(pos: Position, segment_size: u64) -> Position {
+    let per_id = 0x1_0000_0000 / segment_size.max(1);
+    let (hi, lo) = (pos.0 >> 32, pos.0 & 0xffff_ffff);
+    if lo + 1 >= per_id {
+        Position((hi + 1) << 32)
+    } else {
+        Position((hi << 32) | (lo + 1))
+    }
+}
+
+/// The `depth` segment names after `name` on its timeline.
+fn window(name: &str, segment_size: u64, depth: usize) -> Vec<String> {
+    let Some((tli, mut pos)) = parse_segment_name(name) else {
+        return Vec::new();
+    };
+    (0..depth)
+        .map(|_| {
+            pos = next_position(pos, segment_size);
+            format!("{tli:08X}{pos}")
+        })
+        .collect()
+}
+
+/// Prefetches into `spool` until `stop` is set or no request came for the idle time.
+/// `Ok(false)` without running when another process already prefetches into it.
+pub fn prefetch(
+    spool: &Spool,
+    repo: Arc<Repository>,
+    opts: &PrefetchOptions,
+    metrics: Arc<SpoolMetrics>,
+    stop: &AtomicBool,
+) -> Result<bool, ArchiveError> {
+    let Some(_lock) = spool.try_fetch_lock()? else {
+        return Ok(false);
+    };
+    let pid = spool.fetch_pid_path();
+    fs::write(&pid, format!("{}\n", std::process::id()))
+        .map_err(ArchiveError::io("writing", &pid))?;
+    let location = repo.location();
+    let mut segment_size: Option<u64> = None;
+    let mut last: Option<Wanted> = None;
+    let mut idle_since = Instant::now();
+    let mut fetched = 0u64;
+    // A name found missing is not asked for again before this.
+    let mut missing: Option<(String, Instant)> = None;
+    while !stop.load(Ordering::SeqCst) {
+        let wanted = spool.wanted();
+        if let Some(w) = &wanted {
+            if Some(w) != last.as_ref() {
+                let (h0, m0) = last.as_ref().map_or((0, 0), |l| (l.hits, l.misses));
+                metrics.prefetch_counts(w.hits.saturating_sub(h0), w.misses.saturating_sub(m0));
+                last = wanted.clone();
+                idle_since = Instant::now();
+            }
+        }
+        if opts.idle_exit.is_some_and(|t| idle_since.elapsed() >= t) {
+            break;
+        }
+        let Some(Wanted {
+            name, hits, misses, ..
+        }) = &last
+        else {
+            std::thread::sleep(opts.poll);
+            continue;
+        };
+        let (hits, misses) = (*hits, *misses);
+        if segment_size.is_none() && parse_segment_name(name).is_some() {
+            segment_size = repo.original_size(name).ok().flatten();
+        }
+        let names = segment_size.map_or_else(Vec::new, |size| window(name, size, opts.depth));
+        // Only the window stays queued.
+        for old in list_names(&spool.meta_dir())?
+            .into_iter()
+            .chain(list_names(&spool.data_dir())?)
+        {
+            if !names.contains(&old) {
+                spool.remove_prefetched(&old);
+            }
+        }
+        let queued = names
+            .iter()
+            .filter(|n| spool.meta_dir().join(n).exists())
+            .count();
+        metrics.set_prefetch_queue(queued);
+        let _ = write_replace(
+            &spool.fetch_dir(),
+            "stats",
+            format!("hits {hits} misses {misses} fetched {fetched} queued {queued}\n").as_bytes(),
+        );
+        let next = names.iter().find(|n| {
+            !spool.meta_dir().join(n).exists()
+                && !missing
+                    .as_ref()
+                    .is_some_and(|(m, until)| m == *n && Instant::now() < *until)
+        });
+        let Some(next) = next else {
+            std::thread::sleep(opts.poll);
+            continue;
+        };
+        // Fetch one file, then look at the request again.
+        let tmp = spool.fetch_dir().join(format!(".{next}.tmp"));
+        let started = Instant::now();
+        match repo.get_with(next, &tmp, false) {
+            Ok(header) => {
+                let data = spool.data_dir().join(next);
+                fs::rename(&tmp, &data).map_err(ArchiveError::io("renaming to", &data))?;
+                let meta = format!("{next} {} {location}\n", hex(&header.xxh3));
+                write_replace(&spool.meta_dir(), next, meta.as_bytes())?;
+                metrics.fetched(header.original_size, started.elapsed());
+                fetched += 1;
+            }
+            Err(ArchiveError::NotFound { .. }) => {
+                // Not archived yet (a standby ahead of its primary's archive): ask later.
+                missing = Some((next.clone(), Instant::now() + Duration::from_millis(500)));
+            }
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                metrics.get_failed();
+                eprintln!("pgcompress archive prefetch: error: {e}");
+                missing = Some((next.clone(), Instant::now() + Duration::from_secs(1)));
+            }
+        }
+        if let Err(e) = fs::remove_file(&tmp) {
+            if e.kind() != ErrorKind::NotFound {
+                return Err(ArchiveError::io("removing", &tmp)(e));
+            }
+        }
+    }
+    let _ = fs::remove_file(&pid);
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_window_follows_the_timeline_across_log_ids() {
+        assert_eq!(
+            window("0000000200000000000000FE", 16 << 20, 3),
+            vec![
+                "0000000200000000000000FF",
+                "000000020000000100000000",
+                "000000020000000100000001"
+            ]
+        );
+        assert_eq!(
+            window("000000010000000000000FFE", 1 << 20, 2),
+            vec!["000000010000000000000FFF", "000000010000000100000000"]
+        );
+        assert!(window("00000002.history", 16 << 20, 3).is_empty());
+    }
+}

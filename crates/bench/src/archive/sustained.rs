@@ -1,0 +1,508 @@
+//! `bench archive --sustained SECS`: a busy primary archiving as fast as it writes. pgbench runs flat out
+//! for SECS seconds on a fresh cluster while its archive_command stores every segment in a local repository:
+//! once with no archiving cost (`archive_command = 'true'`, the WAL rate the machine allows), once with
+//! `pgcompress archive push --async` (its `archive serve` started by the first push), once with pgBackRest
+//! `archive-async` at `process-max=2` (zst:3). For each: the WAL rate held, the `.ready` backlog (sampled
+//! every second, and how long it took to drain after pgbench stopped), the bytes stored, the CPU the whole
+//! machine spent, and a recovery of a base backup taken before the run through the whole archive with the
+//! tool's prefetching get (`archive get --prefetch 8`, pgBackRest's async `archive-get`), timed to
+//! promotion and checked against the primary's data.
+
+use crate::error::{Context, Error, IoContext, Result};
+use crate::runs::parse_tps;
+use crate::sys::ticks_per_second;
+use pgtest::run::{run, run_with};
+use pgtest::Cluster;
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// pgbench's scale for the sustained run.
+const SCALE: u32 = 10;
+/// The segment size of the throwaway clusters (initdb's default).
+const SEGMENT_BYTES: u64 = 16 << 20;
+/// Longest wait for the backlog to drain or a recovery to end.
+const DRAIN_LIMIT: Duration = Duration::from_secs(900);
+/// Checksum of the pgbench tables.
+const CHECKSUM_SQL: &str = "SELECT md5(string_agg(aid::text || ':' || abalance, ',' ORDER BY aid)) \
+    || md5((SELECT string_agg(bid::text || ':' || bbalance, ',' ORDER BY bid) FROM pgbench_branches)) \
+    FROM pgbench_accounts";
+
+/// The archivers compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Archiver {
+    /// `archive_command = 'true'`: no archive, the machine's WAL rate.
+    None,
+    /// `pgcompress archive push --async`.
+    Pgcompress,
+    /// pgBackRest `archive-push` with `archive-async=y`, `process-max=2`, zst:3.
+    Pgbackrest,
+}
+
+impl Archiver {
+    fn label(self) -> &'static str {
+        match self {
+            Archiver::None => "no archiving (true)",
+            Archiver::Pgcompress => "pgcompress push --async",
+            Archiver::Pgbackrest => "pgbackrest async process-max=2 zst:3",
+        }
+    }
+}
+
+/// One archiver's run.
+#[derive(Clone, Debug, Serialize)]
+pub struct SustainedRun {
+    /// Which archiver.
+    pub archiver: Archiver,
+    /// Its label in tables.
+    pub label: &'static str,
+    /// WAL written during the pgbench run, bytes.
+    pub wal_bytes: u64,
+    /// Seconds pgbench ran.
+    pub seconds: f64,
+    /// WAL written per second, MB.
+    pub wal_mb_per_s: f64,
+    /// pgbench's transactions per second.
+    pub tps: Option<f64>,
+    /// Most `.ready` files seen at once during the run.
+    pub ready_max: usize,
+    /// `.ready` files when pgbench stopped.
+    pub ready_at_end: usize,
+    /// Seconds from pgbench's end until no `.ready` file was left.
+    pub drain_s: f64,
+    /// Bytes the repository holds after the run.
+    pub stored_bytes: u64,
+    /// WAL segments the repository holds (those of `pgbench -i` included).
+    pub stored_segments: u64,
+    /// CPU seconds the whole machine spent (user, nice, system, irq) from pgbench's start to the drain.
+    pub machine_cpu_s: f64,
+    /// Seconds from starting the restored server to its promotion at the end of the archive.
+    pub recovery_s: Option<f64>,
+    /// Whether the restored server has the primary's data.
+    pub recovered_identical: Option<bool>,
+}
+
+/// The whole comparison.
+#[derive(Clone, Debug, Serialize)]
+pub struct SustainedReport {
+    /// pgbench clients.
+    pub clients: u32,
+    /// pgbench seconds per run.
+    pub seconds: u32,
+    /// One run per archiver.
+    pub runs: Vec<SustainedRun>,
+}
+
+/// Runs every archiver for `seconds` of pgbench with `clients` clients; `pgcompress` is the binary.
+pub fn run_sustained(pgcompress: &Path, seconds: u32, clients: u32) -> Result<SustainedReport> {
+    let mut runs = Vec::new();
+    for archiver in [Archiver::None, Archiver::Pgcompress, Archiver::Pgbackrest] {
+        eprintln!("bench archive --sustained: {}", archiver.label());
+        let r = one_run(pgcompress, archiver, seconds, clients)
+            .with_context(|| format!("sustained run with {}", archiver.label()))?;
+        eprintln!(
+            "bench archive --sustained: {:.1} MB/s of WAL, backlog max {} at end {}, drained in {:.1} s",
+            r.wal_mb_per_s, r.ready_max, r.ready_at_end, r.drain_s
+        );
+        runs.push(r);
+    }
+    Ok(SustainedReport {
+        clients,
+        seconds,
+        runs,
+    })
+}
+
+fn mkdir(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).io(|| format!("creating {}", dir.display()))?;
+    pgtest::run::chown_to_server_user(dir)?;
+    Ok(())
+}
+
+/// pgBackRest's configuration for a stanza on `data`, asynchronous, two processes.
+fn pgbackrest_conf(dir: &Path, data: &Path, cluster: &Cluster) -> Result<PathBuf> {
+    for sub in ["lock", "log", "spool", "repo"] {
+        mkdir(&dir.join(sub))?;
+    }
+    let conf = dir.join("pgbackrest.conf");
+    let text = format!(
+        "[global]\nrepo1-path={repo}\ncompress-type=zst\ncompress-level=3\narchive-async=y\nprocess-max=2\n\
+         spool-path={spool}\nlog-level-console=warn\nlog-level-file=off\nlog-path={log}\nlock-path={lock}\n\n\
+         [bench]\npg1-path={data}\npg1-socket-path={sock}\npg1-port={port}\npg1-user={user}\n",
+        repo = dir.join("repo").display(),
+        spool = dir.join("spool").display(),
+        log = dir.join("log").display(),
+        lock = dir.join("lock").display(),
+        data = data.display(),
+        sock = cluster.socket_dir().display(),
+        port = cluster.port(),
+        user = pgtest::SUPERUSER,
+    );
+    std::fs::write(&conf, text).io(|| format!("writing {}", conf.display()))?;
+    pgtest::run::chown_to_server_user(&conf)?;
+    Ok(conf)
+}
+
+fn ready_count(wal: &Path) -> usize {
+    std::fs::read_dir(wal.join("archive_status")).map_or(0, |rd| {
+        rd.flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".ready"))
+            .count()
+    })
+}
+
+/// CPU ticks the machine spent working (user, nice, system, irq, softirq), from /proc/stat.
+fn busy_ticks() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    let f: Vec<u64> = text
+        .lines()
+        .next()?
+        .strip_prefix("cpu ")?
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    Some(f.first()? + f.get(1)? + f.get(2)? + f.get(5)? + f.get(6)?)
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    rd.flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// WAL segments among the files under `dir`: names that start with a segment name followed by `.`
+/// (pgcompress: `.pgcz`) or `-` (pgBackRest: `-<sha1>.zst`), not `.partial`, `.backup` or `.history` files.
+fn segment_files(dir: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    rd.flatten()
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            match e.metadata() {
+                Ok(m) if m.is_dir() => segment_files(&e.path()),
+                Ok(_) => u64::from(
+                    name.len() > 24
+                        && name.as_bytes()[..24].iter().all(u8::is_ascii_hexdigit)
+                        && matches!(name.as_bytes()[24], b'.' | b'-')
+                        && !name.contains(".partial")
+                        && !name.contains(".backup"),
+                ),
+                Err(_) => 0,
+            }
+        })
+        .sum()
+}
+
+fn lsn(text: &str) -> Result<u64> {
+    crate::runs::lsn(text).map(|l| l.0)
+}
+
+fn one_run(me: &Path, archiver: Archiver, seconds: u32, clients: u32) -> Result<SustainedRun> {
+    let tmp = tempfile::Builder::new()
+        .prefix("pgcompress-bench-sustained-")
+        .tempdir()
+        .io(|| "creating a temporary directory".into())?;
+    let root = tmp.path();
+    pgtest::run::chown_to_server_user(root)?;
+    // archive_command stays empty until the archive is ready: the server keeps every segment meanwhile.
+    let cluster = Cluster::builder()
+        .guc("archive_mode", "on")
+        .guc("archive_command", "")
+        .guc("wal_compression", "off")
+        .guc("max_wal_size", "8GB")
+        .guc("checkpoint_timeout", "1min")
+        .guc("synchronous_commit", "off")
+        .guc("autovacuum", "off")
+        .start()
+        .context("starting the throwaway cluster")?;
+    let repo = root.join("repo");
+    mkdir(&repo)?;
+    let (archive_command, restore_command) = match archiver {
+        Archiver::None => ("true".to_owned(), None),
+        Archiver::Pgcompress => {
+            let spool = root.join("spool");
+            let fetch = root.join("fetch-spool");
+            mkdir(&spool)?;
+            mkdir(&fetch)?;
+            (
+                format!(
+                    "{} archive push --async --spool {} --repo {} %p",
+                    me.display(),
+                    spool.display(),
+                    repo.display()
+                ),
+                Some(format!(
+                    "{} archive get --prefetch 8 --spool {} --repo {} %f %p",
+                    me.display(),
+                    fetch.display(),
+                    repo.display()
+                )),
+            )
+        }
+        Archiver::Pgbackrest => {
+            let dir = root.join("pgbackrest");
+            mkdir(&dir)?;
+            let conf = pgbackrest_conf(&dir, &cluster.data_dir(), &cluster)?;
+            let mut cmd = Command::new("pgbackrest");
+            cmd.arg(format!("--config={}", conf.display()))
+                .args(["--stanza=bench", "stanza-create"]);
+            pgtest::run::as_server_user(&mut cmd)?;
+            run(&mut cmd).context("pgbackrest stanza-create")?;
+            (
+                format!(
+                    "pgbackrest --config={} --stanza=bench archive-push %p",
+                    conf.display()
+                ),
+                // The restored server gets a configuration of its own (pg1-path is its data directory).
+                Some(String::new()),
+            )
+        }
+    };
+    cluster.psql(&format!(
+        "ALTER SYSTEM SET archive_command = '{}'",
+        archive_command.replace('\'', "''")
+    ))?;
+    cluster.psql("SELECT pg_reload_conf()")?;
+    cluster
+        .pgbench(&["-i", "-s", &SCALE.to_string(), "-q"])
+        .context("pgbench -i")?;
+    let backup = root.join("backup");
+    let mut bb = cluster.command("pg_basebackup");
+    bb.arg("-D").arg(&backup).args(["-X", "none", "-c", "fast"]);
+    run(&mut bb).context("pg_basebackup")?;
+
+    let wal = cluster.data_dir().join("pg_wal");
+    let start_lsn = lsn(&cluster.query_one("SELECT pg_current_wal_lsn()")?)?;
+    let busy_start = busy_ticks();
+    let started = Instant::now();
+    let done = AtomicBool::new(false);
+    let (out, ready_max) = std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let mut max = 0;
+            while !done.load(Ordering::SeqCst) {
+                max = max.max(ready_count(&wal));
+                std::thread::sleep(Duration::from_millis(250));
+            }
+            max
+        });
+        let out = cluster.pgbench(&[
+            "-n",
+            "-c",
+            &clients.to_string(),
+            "-j",
+            &clients.to_string(),
+            "-T",
+            &seconds.to_string(),
+        ]);
+        done.store(true, Ordering::SeqCst);
+        (out, sampler.join().unwrap_or(0))
+    });
+    let out = out.context("pgbench")?;
+    let ran = started.elapsed().as_secs_f64();
+    let end_lsn = lsn(&cluster.query_one("SELECT pg_current_wal_lsn()")?)?;
+    let ready_at_end = ready_count(&wal);
+    let checksum = cluster.query_one(CHECKSUM_SQL)?;
+    cluster.query_one("SELECT pg_switch_wal()")?;
+    let drain_start = Instant::now();
+    while ready_count(&wal) > 0 {
+        if drain_start.elapsed() > DRAIN_LIMIT {
+            return Err(Error::Internal(
+                "the archive backlog did not drain in 15 minutes",
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let drain_s = drain_start.elapsed().as_secs_f64();
+    let machine_cpu_s = match (busy_start, busy_ticks(), ticks_per_second()) {
+        (Some(a), Some(b), Some(t)) => b.saturating_sub(a) as f64 / t,
+        _ => 0.0,
+    };
+    let stored_bytes = dir_bytes(&repo) + dir_bytes(&root.join("pgbackrest/repo"));
+    let stored_segments = segment_files(&repo) + segment_files(&root.join("pgbackrest/repo"));
+    let wal_bytes = end_lsn.saturating_sub(start_lsn);
+    let (recovery_s, recovered_identical) = match restore_command {
+        None => (None, None),
+        Some(cmd) => {
+            let port = cluster.port() + 1000;
+            let (secs, got) = recover(&cluster, archiver, &backup, root, &cmd, port)?;
+            (Some(secs), Some(got == checksum))
+        }
+    };
+    Ok(SustainedRun {
+        archiver,
+        label: archiver.label(),
+        wal_bytes,
+        seconds: ran,
+        wal_mb_per_s: wal_bytes as f64 / 1e6 / ran,
+        tps: parse_tps(&out),
+        ready_max,
+        ready_at_end,
+        drain_s,
+        stored_bytes,
+        stored_segments,
+        machine_cpu_s,
+        recovery_s,
+        recovered_identical,
+    })
+}
+
+/// Starts the base backup in `backup` with `restore_command` (pgBackRest: its async archive-get with a
+/// configuration of its own), waits for the promotion at the end of the archive, and returns the seconds
+/// it took and the restored data's checksum. The primary is stopped first.
+fn recover(
+    cluster: &Cluster,
+    archiver: Archiver,
+    backup: &Path,
+    root: &Path,
+    restore_command: &str,
+    port: u16,
+) -> Result<(f64, String)> {
+    cluster.stop()?;
+    let sock = root.join("restored-sock");
+    mkdir(&sock)?;
+    let restore_command = if archiver == Archiver::Pgbackrest {
+        let dir = root.join("pgbackrest");
+        let conf = dir.join("pgbackrest-restore.conf");
+        let text = std::fs::read_to_string(dir.join("pgbackrest.conf"))
+            .io(|| "reading pgbackrest.conf".into())?
+            .replace(
+                &format!("pg1-path={}", cluster.data_dir().display()),
+                &format!("pg1-path={}", backup.display()),
+            )
+            .replace(
+                &format!("spool-path={}", dir.join("spool").display()),
+                &format!("spool-path={}", dir.join("spool-restore").display()),
+            );
+        mkdir(&dir.join("spool-restore"))?;
+        std::fs::write(&conf, text).io(|| format!("writing {}", conf.display()))?;
+        pgtest::run::chown_to_server_user(&conf)?;
+        format!(
+            "pgbackrest --config={} --stanza=bench archive-get %f \"%p\"",
+            conf.display()
+        )
+    } else {
+        restore_command.to_owned()
+    };
+    let mut conf = std::fs::read_to_string(backup.join("postgresql.conf"))
+        .io(|| "reading the backup's postgresql.conf".into())?;
+    let _ = write!(
+        conf,
+        "\nport = {port}\nunix_socket_directories = '{}'\narchive_mode = off\nrestore_command = '{}'\n",
+        sock.display(),
+        restore_command.replace('\'', "''")
+    );
+    std::fs::write(backup.join("postgresql.conf"), conf).io(|| "writing postgresql.conf".into())?;
+    std::fs::write(backup.join("recovery.signal"), "").io(|| "writing recovery.signal".into())?;
+    let _ = std::fs::remove_file(backup.join("postgresql.auto.conf"));
+    chown_tree(backup)?;
+    let log = root.join("restored.log");
+    std::fs::write(&log, "").io(|| "creating the log".into())?;
+    pgtest::run::chown_to_server_user(&log)?;
+    let pg_ctl = |args: &[&str]| {
+        let mut cmd = Command::new(cluster.install().bin("pg_ctl"));
+        cmd.arg("-D").arg(backup).args(args);
+        run_with(&mut cmd, None, DRAIN_LIMIT)
+    };
+    let psql = |sql: &str| -> Result<String> {
+        let mut cmd = Command::new(cluster.install().bin("psql"));
+        cmd.args(["-X", "-At", "-h"]).arg(&sock).args([
+            "-p",
+            &port.to_string(),
+            "-U",
+            pgtest::SUPERUSER,
+            "-d",
+            "postgres",
+            "-c",
+            sql,
+        ]);
+        let out = run(&mut cmd)?;
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    };
+    let started = Instant::now();
+    let log_arg = log.display().to_string();
+    pg_ctl(&["-l", &log_arg, "-w", "-t", "900", "start"])
+        .context("starting the restored server")?;
+    let result = (|| {
+        while psql("SELECT pg_is_in_recovery()").ok().as_deref() != Some("f") {
+            if started.elapsed() > DRAIN_LIMIT {
+                return Err(Error::Internal("recovery did not end in 15 minutes"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let secs = started.elapsed().as_secs_f64();
+        Ok((secs, psql(CHECKSUM_SQL)?))
+    })();
+    let _ = pg_ctl(&["-m", "immediate", "-w", "stop"]);
+    result
+}
+
+fn chown_tree(dir: &Path) -> Result<()> {
+    pgtest::run::chown_to_server_user(dir)?;
+    for e in std::fs::read_dir(dir)
+        .io(|| format!("listing {}", dir.display()))?
+        .flatten()
+    {
+        let p = e.path();
+        if p.is_dir() {
+            chown_tree(&p)?;
+        } else {
+            pgtest::run::chown_to_server_user(&p)?;
+        }
+    }
+    Ok(())
+}
+
+impl SustainedReport {
+    /// The table.
+    pub fn text(&self) -> String {
+        let mut s = format!(
+            "sustained archiving: pgbench scale {SCALE}, {} clients, {} s per run, 16 MB segments, \
+             wal_compression off, synchronous_commit off\n\n",
+            self.clients, self.seconds
+        );
+        let _ = writeln!(
+            s,
+            "| archiver | WAL MB/s | tps | .ready max | .ready at end | drain s | stored MB | ratio (segments x 16 MB / stored) | machine CPU s per GB WAL | recovery s | recovered identical |"
+        );
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+        for r in &self.runs {
+            let opt = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
+            let _ = writeln!(
+                s,
+                "| {} | {:.1} | {} | {} | {} | {:.1} | {:.1} | {} | {:.1} | {} | {} |",
+                r.label,
+                r.wal_mb_per_s,
+                opt(r.tps),
+                r.ready_max,
+                r.ready_at_end,
+                r.drain_s,
+                r.stored_bytes as f64 / 1e6,
+                if r.stored_bytes > 0 {
+                    format!(
+                        "{:.2}x",
+                        (r.stored_segments * SEGMENT_BYTES) as f64 / r.stored_bytes as f64
+                    )
+                } else {
+                    "-".into()
+                },
+                r.machine_cpu_s / (r.wal_bytes as f64 / 1e9).max(1e-9),
+                opt(r.recovery_s),
+                r.recovered_identical
+                    .map_or("-".into(), |b| if b { "yes" } else { "NO" }.to_string()),
+            );
+        }
+        s
+    }
+}
