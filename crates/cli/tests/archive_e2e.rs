@@ -7,7 +7,7 @@ mod archive_support;
 
 use archive_support::restore::{switch_and_wait_archived, wait, Restored};
 use archive_support::s3::{Moto, S3Repo};
-use archive_support::{list_json, server_writable_dir, Repo};
+use archive_support::{get, list_json, server_writable_dir, Repo};
 use pgtest::run::run;
 use pgtest::Cluster;
 use std::path::Path;
@@ -54,7 +54,14 @@ fn scratch() -> tempfile::TempDir {
 /// A cluster archives into `repo` through push; a base backup recovers through get to a
 /// named restore point and has the data the source had there.
 fn recovery_reaches_the_same_data<R: Repo>(repo: &R, top: &Path) {
-    let push = repo.command_line("push", "%p");
+    // archive_command also keeps a plain copy of what it archived, so every file the
+    // repository gives back can be compared byte for byte with what PostgreSQL handed over.
+    let copies = server_writable_dir(top, "copies");
+    let push = format!(
+        "{} && cp %p {}/%f",
+        repo.command_line("push", "%p"),
+        copies.display()
+    );
     let cluster = Cluster::builder()
         .guc("archive_mode", "on")
         .guc("archive_command", &push)
@@ -119,4 +126,43 @@ fn recovery_reaches_the_same_data<R: Repo>(repo: &R, top: &Path) {
         || standby.query(CHECKSUM_SQL) == final_checksum,
     );
     assert_eq!(standby.query("SELECT pg_is_in_recovery()"), "t");
+    drop(standby);
+    every_archived_file_comes_back_identical(repo, &copies, top);
+}
+
+/// `archive get` of every file archive_command saw returns the very bytes PostgreSQL handed
+/// to it (segments, history and backup files), compared by SHA-256.
+fn every_archived_file_comes_back_identical<R: Repo>(repo: &R, copies: &Path, top: &Path) {
+    let fetched = top.join("fetched");
+    std::fs::create_dir_all(&fetched).expect("mkdir");
+    let mut names: Vec<String> = std::fs::read_dir(copies)
+        .expect("read copies")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let segments = names.iter().filter(|n| n.len() == 24).count();
+    assert!(
+        segments >= 3,
+        "only {segments} segments archived: {names:?}"
+    );
+    for name in &names {
+        let dest = fetched.join(name);
+        let out = get(repo, name, &dest);
+        assert!(
+            out.status.success(),
+            "get {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let want = sha256(&std::fs::read(copies.join(name)).expect("read copy"));
+        let got = sha256(&std::fs::read(&dest).expect("read fetched"));
+        assert_eq!(
+            got, want,
+            "{name}: archive get differs from what was archived"
+        );
+    }
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    format!("{:x}", sha2::Sha256::digest(bytes))
 }
