@@ -311,16 +311,17 @@ pub fn assert_same(ours: &[Change], theirs: &[Change]) {
 }
 
 /// True when the server has the wal2json output plugin (Debian's postgresql-15-wal2json,
-/// which scripts/setup.sh installs).
+/// which scripts/setup.sh installs; the packages of the other majors carry none).
 pub fn has_wal2json(cluster: &Cluster) -> bool {
-    let there = cluster
-        .install()
+    let install = cluster.install();
+    let there = install
         .bindir()
         .parent()
         .is_some_and(|p| p.join("lib/wal2json.so").exists());
-    // CI installs it through scripts/setup.sh: there, a missing plugin is a failure, not a skip.
+    // CI installs it for 15 through scripts/setup.sh: there, a missing plugin is a failure,
+    // not a skip.
     assert!(
-        there || std::env::var_os("CI").is_none(),
+        there || install.major() != 15 || std::env::var_os("CI").is_none(),
         "CI is set but wal2json is not installed (scripts/setup.sh installs postgresql-15-wal2json)"
     );
     there
