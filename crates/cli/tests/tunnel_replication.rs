@@ -84,12 +84,9 @@ fn pg_basebackup_stream_gives_a_cluster_that_matches() {
 
 #[test]
 fn streaming_standby_through_the_tunnel_replays_pgbench() {
+    // (On a server-only package, pgtest writes the standby settings itself: the borrowed newer
+    // pg_basebackup -R would write options of its own libpq that this server rejects.)
     let primary = primary(false);
-    if no_own_client(&primary, "pg_basebackup") {
-        // The borrowed newer pg_basebackup -R writes its own libpq's options (sslnegotiation in
-        // 17) into primary_conninfo, which this older server's walreceiver rejects.
-        return;
-    }
     let keys = Keys::new();
     for method in METHODS {
         let tunnel = Tunnel::start(&keys, &primary, Upstream::Socket, method);
@@ -153,13 +150,21 @@ fn logical_subscription_streaming_on_matches() {
     let schema = {
         let mut cmd = client(&publisher, "pg_dump", Via::Direct);
         cmd.args(["-s", "-d", "postgres"]);
-        String::from_utf8(run_ok(&mut cmd).stdout).expect("utf8 schema")
+        let schema = String::from_utf8(run_ok(&mut cmd).stdout).expect("utf8 schema");
+        if no_own_client(&publisher, "pg_dump") {
+            // The borrowed newer pg_dump's script sets transaction_timeout, a setting this
+            // older server does not know; the rest of the schema is for it.
+            eprintln!("dropping the newer pg_dump's SET transaction_timeout for this server");
+            schema
+                .lines()
+                .filter(|l| !l.starts_with("SET transaction_timeout"))
+                .map(|l| format!("{l}\n"))
+                .collect()
+        } else {
+            schema
+        }
     };
     let keys = Keys::new();
-    if no_own_client(&publisher, "pg_dump") {
-        // The borrowed newer pg_dump's script sets transaction_timeout, unknown to this server.
-        return;
-    }
     for (round, method) in METHODS.into_iter().enumerate() {
         let subscriber = Cluster::start().expect("subscriber");
         let mut cmd = client(&subscriber, "psql", Via::Direct);

@@ -21,11 +21,33 @@ impl Cluster {
             "-d",
             &from.conninfo,
         ]);
-        if from.standby {
+        // A server-only package borrows a newer major's pg_basebackup, whose -R writes options
+        // of its own libpq (17's sslnegotiation) that the older walreceiver rejects: there the
+        // standby settings are written here, with the conninfo as given.
+        let own_client = self.install().own_bin("pg_basebackup").is_some();
+        if from.standby && own_client {
             cmd.arg("-R");
         }
         run(&mut cmd)?;
+        if from.standby && !own_client {
+            self.write_standby_settings(&from.conninfo)?;
+        }
         Ok(())
+    }
+
+    /// What `pg_basebackup -R` writes: standby.signal and primary_conninfo.
+    fn write_standby_settings(&self, conninfo: &str) -> Result<()> {
+        let auto = self.data_dir().join("postgresql.auto.conf");
+        let mut text = fs::read_to_string(&auto).unwrap_or_default();
+        text.push_str(&format!(
+            "primary_conninfo = '{}'\n",
+            conninfo.replace('\\', "\\\\").replace('\'', "''")
+        ));
+        fs::write(&auto, text).map_err(Error::io(format!("writing {}", auto.display())))?;
+        let signal = self.data_dir().join("standby.signal");
+        fs::write(&signal, "").map_err(Error::io(format!("writing {}", signal.display())))?;
+        crate::run::chown_to_server_user(&auto)?;
+        crate::run::chown_to_server_user(&signal)
     }
 
     /// Puts `lines` at the top of `pg_hba.conf`: PostgreSQL uses the first line that matches a connection.
