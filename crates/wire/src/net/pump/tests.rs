@@ -19,6 +19,7 @@ fn ctx(direction: Direction) -> DirectionCtx {
     DirectionCtx {
         direction,
         ready: Arc::new(AtomicBool::new(false)),
+        session_over: Arc::new(AtomicBool::new(false)),
         counters: [Arc::default(), Arc::default()],
         tap: None,
     }
