@@ -78,6 +78,54 @@ impl App {
         seen
     }
 
+    /// A simple Query, read through its ReadyForQuery.
+    fn query(&mut self, sql: &str) {
+        let mut msg = vec![b'Q'];
+        msg.extend_from_slice(&((sql.len() + 5) as u32).to_be_bytes());
+        msg.extend_from_slice(sql.as_bytes());
+        msg.push(0);
+        self.send(&msg);
+        loop {
+            match self.message() {
+                Some((b'Z', _)) => return,
+                Some((b'E', body)) => panic!("{sql}: {}", String::from_utf8_lossy(&body)),
+                Some(_) => {}
+                None => panic!("{sql}: closed"),
+            }
+        }
+    }
+
+    /// The payload of the next NotificationResponse, waiting at most `deadline` while idle.
+    fn notification(&mut self, deadline: Duration) -> Option<String> {
+        let until = Instant::now() + deadline;
+        loop {
+            let left = until.checked_duration_since(Instant::now())?;
+            self.sock.set_read_timeout(Some(left)).expect("timeout");
+            let got = match self.sock.peek(&mut [0u8; 1]) {
+                Ok(0) => return None,
+                Ok(_) => self.message(),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return None
+                }
+                Err(e) => panic!("waiting for a notification: {e}"),
+            };
+            if let Some((b'A', body)) = got {
+                // pid, channel, payload: the payload is the second string.
+                let text = &body[4..];
+                let mut parts = text.split(|b| *b == 0);
+                parts.next();
+                return parts
+                    .next()
+                    .map(|p| String::from_utf8_lossy(p).into_owned());
+            }
+        }
+    }
+
     fn send(&mut self, bytes: &[u8]) {
         self.sock.write_all(bytes).expect("send");
     }
@@ -194,4 +242,50 @@ fn an_application_protocol_error_ends_the_link_properly() {
         fin.server_log
     );
     assert_eq!(fin.server.links_cut, 0, "{}", fin.server_log);
+}
+
+/// As psycopg's test_notify does: one connection LISTENs and waits with a deadline while
+/// another connects and NOTIFYs, with pgbench loading the same pair meanwhile. Every
+/// notification must reach the idle listener at once, whatever the method.
+#[test]
+fn notifications_reach_an_idle_listener_under_load() {
+    let cluster = cluster();
+    cluster.pgbench_init(1).expect("pgbench -i");
+    let keys = Keys::new();
+    for method in ["zstd:1", "lz4", "none", "auto"] {
+        let tunnel = Tunnel::start(&keys, &cluster, Upstream::Socket, method);
+        let mut listener = App::connect(&tunnel, &[]);
+        listener.query("LISTEN tick");
+        let load = {
+            let mut cmd = tunnel_support::client(&cluster, "pgbench", Via::Tunnel(&tunnel));
+            cmd.args(["-n", "-c", "4", "-j", "2", "-T", "6", "postgres"]);
+            cmd.stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null());
+            cmd.spawn().expect("pgbench")
+        };
+        let mut worst = Duration::ZERO;
+        for i in 0..20 {
+            let sent = Instant::now();
+            psql(
+                &cluster,
+                Via::Tunnel(&tunnel),
+                &format!("NOTIFY tick, '{i}'"),
+            );
+            let payload = listener
+                .notification(Duration::from_secs(5))
+                .unwrap_or_else(|| {
+                    panic!(
+                        "{method}: notification {i} did not arrive within 5 s\n{}",
+                        tunnel.logs()
+                    )
+                });
+            assert_eq!(payload, i.to_string());
+            worst = worst.max(sent.elapsed());
+        }
+        let mut load = load;
+        let _ = load.wait();
+        eprintln!("{method}: 20 notifications, the slowest NOTIFY-to-arrival {worst:?}");
+        drop(listener);
+        tunnel.finish();
+    }
 }
