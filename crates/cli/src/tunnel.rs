@@ -81,12 +81,13 @@ fn summary(s: &StatsSnapshot, json: bool) {
     }
     println!("tunnel {} (method {})", s.half, s.method);
     println!(
-        "  connections: {} total, {} open, {} refused peers, {} refused connections, {} decompression errors",
+        "  connections: {} total, {} open, {} refused peers, {} refused connections, {} decompression errors, {} links cut",
         s.connections_total,
         s.connections_open,
         s.refused_peers,
         s.refused_connections,
-        s.decompression_errors
+        s.decompression_errors,
+        s.links_cut
     );
     for (name, d) in [
         ("frontend->backend", &s.frontend_to_backend),

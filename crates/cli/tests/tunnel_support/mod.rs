@@ -206,6 +206,8 @@ pub struct Stats {
     pub decompression_errors: u64,
     /// Connections refused past `--max-connections`.
     pub refused_connections: u64,
+    /// Connections whose link peer went away mid-session without close_notify.
+    pub links_cut: u64,
     /// Application → PostgreSQL.
     pub frontend_to_backend: Direction,
     /// PostgreSQL → application.
@@ -242,6 +244,7 @@ impl Stats {
             refused_peers: n(&v, "refused_peers"),
             decompression_errors: n(&v, "decompression_errors"),
             refused_connections: n(&v, "refused_connections"),
+            links_cut: n(&v, "links_cut"),
             frontend_to_backend: dir("frontend_to_backend"),
             backend_to_frontend: dir("backend_to_frontend"),
         }
@@ -494,6 +497,14 @@ impl Tunnel {
             server_ok,
             "server half did not exit 0 on SIGTERM: {server_log}"
         );
+        // Every way a connection ends, ends its link with close_notify: a link cut
+        // mid-session is a defect unless a test cut it on purpose (it reads the logs itself).
+        for (half, log) in [("client", &client_log), ("server", &server_log)] {
+            assert!(
+                !log.contains("close_notify") && !log.contains("mid-session"),
+                "the {half} half saw a link end without close_notify:\n{log}"
+            );
+        }
         Finished {
             client: Stats::read(&self.client.stats),
             server: Stats::read(&self.server.stats),

@@ -10,7 +10,9 @@
 //! - **Idle or interactive**: until the compressible traffic of a direction reaches
 //!   [`ACTIVE_RATE`] over an interval it is sent verbatim (method none): small queries and
 //!   rows cost nothing. Bulk traffic starts at the level the half's bulk connections last
-//!   settled on ([`Settled`]; none at first), so the connections of one transfer over one
+//!   settled on ([`Settled`]; [`FIRST_BULK`], zstd:1, on a fresh half: it costs little even
+//!   where the link is fast, and a transfer of a few seconds on a slow link gains from its
+//!   first interval instead of climbing from none), so the connections of one transfer over one
 //!   link (`pg_restore -j`, one psql after another) climb once, not each. After
 //!   [`QUIET_INTERVALS`] quiet intervals a bulk direction goes back to idle at none and its
 //!   context is dropped.
@@ -97,15 +99,24 @@ pub const PROBE_FIRST: u64 = 8 * 1024 * 1024;
 pub const PROBE_MAX: u64 = 256 * 1024 * 1024;
 /// Index in [`LADDER`] of the lowest level a probe tries (zstd:1).
 pub const PROBE_LEVEL: usize = 2;
+/// Index in [`LADDER`] where a fresh half's first bulk traffic starts (zstd:1).
+pub const FIRST_BULK: usize = 2;
 /// The level the bulk connections of one half and direction last settled on, shared among
-/// their policies ([`AutoPolicy::sharing`]): where the next one starts. None at first.
-#[derive(Debug, Default)]
+/// their policies ([`AutoPolicy::sharing`]): where the next one starts. [`FIRST_BULK`] at
+/// first.
+#[derive(Debug)]
 pub struct Settled(AtomicUsize);
 
+impl Default for Settled {
+    fn default() -> Self {
+        Settled::new()
+    }
+}
+
 impl Settled {
-    /// Nothing settled yet: bulk traffic starts at none.
+    /// Nothing settled yet: bulk traffic starts at [`FIRST_BULK`].
     pub fn new() -> Self {
-        Settled::default()
+        Settled(AtomicUsize::new(FIRST_BULK))
     }
 
     /// The level last settled on.

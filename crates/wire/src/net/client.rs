@@ -74,6 +74,8 @@ struct Shared {
     report: Reporter,
     /// Where `--method auto` last settled frontend->backend: the next bulk connection's start.
     settled: Arc<Settled>,
+    /// The half's shutdown: at its "now", open connections end their links properly.
+    stop: Shutdown,
 }
 
 /// Runs the client half until `shutdown`, then drains; returns the final totals.
@@ -111,6 +113,7 @@ pub async fn run_client(
         stats: stats.clone(),
         report: report.clone(),
         settled: Arc::new(Settled::new()),
+        stop: shutdown.clone(),
     });
     // Told before Listening, so whoever waits for Listening knows both addresses.
     let metrics = bind_metrics(metrics_addr.as_deref(), Half::Client, &report).await?;
@@ -342,32 +345,42 @@ async fn carry(
     sender.push_message(None, &first.packet)?;
     sender.feed(&first.rest)?;
     let ready = Arc::new(AtomicBool::new(false));
+    let session_over = Arc::new(AtomicBool::new(false));
     let f2b = DirectionCtx {
         direction: Direction::FrontendToBackend,
         ready: ready.clone(),
+        session_over: session_over.clone(),
         counters: [conn_f2b, stats.f2b.clone()],
         tap: None,
     };
     let b2f = DirectionCtx {
         direction: Direction::BackendToFrontend,
         ready,
+        session_over,
         counters: [conn_b2f, stats.b2f.clone()],
         tap: None,
     };
-    let (link_r, link_w) = tokio::io::split(link);
+    let (link_r, mut link_w) = tokio::io::split(link);
     let (app_r, app_w) = tokio::io::split(first.app);
-    let encode = pump::encode(app_r, link_w, sender, &f2b);
-    let decode = pump::decode(link_r, app_w, decoder, rest, &b2f);
-    tokio::pin!(encode, decode);
-    tokio::select! {
-        // PostgreSQL ended the session: the application's socket closes whole, as a direct
-        // connection's would, so a write after that meets a reset instead of a socket that
-        // still takes bytes nobody reads (pg8000's broken-pipe tests tell the two apart).
-        r = &mut decode => r?,
-        r = &mut encode => {
-            r?;
-            decode.await?;
+    let result = {
+        let encode = pump::encode(app_r, &mut link_w, sender, &f2b);
+        let decode = pump::decode(link_r, app_w, decoder, rest, &b2f);
+        tokio::pin!(encode, decode);
+        tokio::select! {
+            // PostgreSQL ended the session: the application's socket closes whole, as a
+            // direct connection's would, so a write after that meets a reset instead of a
+            // socket that still takes bytes nobody reads (pg8000's broken-pipe tests tell the
+            // two apart).
+            r = &mut decode => r,
+            r = &mut encode => match r {
+                Ok(()) => decode.await,
+                Err(e) => Err(e),
+            },
+            // The drain is over: the connection ends here, its link properly.
+            _ = shared.stop.now() => Ok(()),
         }
-    }
-    Ok(())
+    };
+    // However the connection ended, the server half gets close_notify, not a bare close.
+    pump::close_link(&mut link_w).await;
+    result
 }

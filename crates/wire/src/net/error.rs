@@ -43,6 +43,15 @@ pub enum NetError {
     /// Something took longer than its limit.
     #[error("timed out: {0}")]
     Timeout(String),
+    /// The peer dropped the connection while the session was still going (no TLS
+    /// close_notify, or a link frame cut off): counted as a cut link.
+    #[error("{what}: the peer dropped the connection mid-session: {source}")]
+    Cut {
+        /// What was being done.
+        what: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
 }
 
 impl NetError {
@@ -55,6 +64,11 @@ impl NetError {
     /// decompression errors.
     pub fn is_link_data(&self) -> bool {
         matches!(self, NetError::Link(_))
+    }
+
+    /// True when the peer dropped the link mid-session: counted as a cut link.
+    pub fn is_cut(&self) -> bool {
+        matches!(self, NetError::Cut { .. })
     }
 
     pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Self {

@@ -192,6 +192,11 @@ pub(crate) fn render(s: &StatsSnapshot, process: &ProcessFacts) -> String {
         counter(s.decompression_errors),
     );
     registry.register(
+        "links_cut",
+        "Connections whose link peer went away mid-session without TLS close_notify",
+        counter(s.links_cut),
+    );
+    registry.register(
         "method",
         "The compression method in use (the server half: the latest client half's)",
         Info::new(vec![("method".to_owned(), s.method.clone())]),
@@ -246,6 +251,7 @@ mod tests {
             refused_peers: 1,
             decompression_errors: 3,
             refused_connections: 4,
+            links_cut: 0,
             frontend_to_backend: DirectionStats {
                 raw_bytes: 1000,
                 link_bytes: 400,

@@ -41,6 +41,8 @@ pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default most connections a half serves at once (`--max-connections`).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1000;
+/// Time connections get to end their links properly once the drain is cut short.
+const CLOSE_GRACE: Duration = Duration::from_secs(3);
 /// Time a connection past the limit gets to reach the point where it can be told so.
 const REFUSAL_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -327,8 +329,18 @@ where
         _ = shutdown.now() => false,
     };
     if !drained {
-        tasks.abort_all();
-        while tasks.join_next().await.is_some() {}
+        // The open connections end their links properly (close_notify) when told "now";
+        // what still runs after a grace period is aborted.
+        shutdown.trigger_now();
+        let closed = tokio::time::timeout(CLOSE_GRACE, async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await
+        .is_ok();
+        if !closed {
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+        }
     }
     if let Some(w) = writer {
         w.abort();

@@ -31,6 +31,10 @@ pub(crate) struct DirectionCtx {
     /// encoder after the first ReadyForQuery, or by the client half's backend->frontend
     /// decoder on the Ready frame; read by the other direction.
     pub(crate) ready: Arc<AtomicBool>,
+    /// The connection's "session over" flag: set when either direction's PostgreSQL side
+    /// ends (the application or the backend closed) or a Terminate message passes. A link
+    /// peer that goes away without TLS close_notify after that is not an error.
+    pub(crate) session_over: Arc<AtomicBool>,
     /// The connection's and the half's counters of this direction.
     pub(crate) counters: [Arc<DirectionCounters>; 2],
     /// The test tap, if any.
@@ -143,7 +147,10 @@ where
                     drained = true;
                     break;
                 }
-                Some(Ok(0)) => eof = true,
+                Some(Ok(0)) => {
+                    eof = true;
+                    ctx.session_over.store(true, Ordering::Release);
+                }
                 Some(Ok(n)) => {
                     let t = Instant::now();
                     feed(&mut sender, &buf[..n], ctx)?;
@@ -191,6 +198,7 @@ where
             timings.read_wait += t.elapsed();
             if n == 0 {
                 eof = true;
+                ctx.session_over.store(true, Ordering::Release);
             } else {
                 let t = Instant::now();
                 feed(&mut sender, &buf[..n], ctx)?;
@@ -297,6 +305,28 @@ fn feed(sender: &mut Sender, bytes: &[u8], ctx: &DirectionCtx) -> Result<(), Net
     sender.feed(bytes)
 }
 
+/// The frontend's Terminate message, whole: what a session's last frontend bytes are.
+const TERMINATE: &[u8] = &[b'X', 0, 0, 0, 4];
+
+/// Errors by which a read learns that the peer dropped the connection without closing it
+/// properly (TLS without close_notify, a reset).
+fn is_dropped(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionReset, UnexpectedEof};
+    matches!(
+        e.kind(),
+        UnexpectedEof | ConnectionReset | ConnectionAborted
+    )
+}
+
+/// Time a link gets to take its TLS close_notify when a connection ends.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Ends the link's write side properly whatever ended the connection: TLS close_notify,
+/// then the socket's write side. A second call after the encoder's own is harmless.
+pub(crate) async fn close_link<W: AsyncWrite + Unpin>(link: &mut W) {
+    let _ = tokio::time::timeout(CLOSE_TIMEOUT, link.shutdown()).await;
+}
+
 /// Reads link frames from `src` and writes the PostgreSQL bytes they carry to `dst` until
 /// `src` ends, then shuts down `dst`'s write side.
 pub(crate) async fn decode<R, W>(
@@ -320,10 +350,22 @@ where
     let mut read_first = input.is_empty();
     loop {
         if read_first {
-            let n = src
-                .read(&mut buf)
-                .await
-                .map_err(|e| NetError::io(what("read"), e))?;
+            let n = match src.read(&mut buf).await {
+                Ok(n) => n,
+                // The peer went away without close_notify: the end of the stream when the
+                // session was over and no frame is cut off, a cut link otherwise.
+                Err(e) if is_dropped(&e) => {
+                    if input.is_empty() && ctx.session_over.load(Ordering::Acquire) {
+                        0
+                    } else {
+                        return Err(NetError::Cut {
+                            what: what("read"),
+                            source: e,
+                        });
+                    }
+                }
+                Err(e) => return Err(NetError::io(what("read"), e)),
+            };
             if n == 0 {
                 decoder.finish(&input)?;
                 break;
@@ -365,6 +407,9 @@ where
             }
         }
         input.drain(..at);
+        if ctx.direction == Direction::FrontendToBackend && out.ends_with(TERMINATE) {
+            ctx.session_over.store(true, Ordering::Release);
+        }
         write_flushed(&mut dst, &out, ctx.direction).await?;
         out.clear();
         let now = decoder.counters();

@@ -57,6 +57,8 @@ struct Shared {
     /// Where `--method auto` last settled backend->frontend, over the connections of every
     /// client half: the next bulk connection's start.
     settled: Arc<Settled>,
+    /// The half's shutdown: at its "now", open connections end their links properly.
+    stop: Shutdown,
 }
 
 /// Runs the server half until `shutdown`, then drains; returns the final totals.
@@ -75,6 +77,7 @@ pub async fn run_server(
         report: report.clone(),
         tap: config.tap.clone(),
         settled: Arc::new(Settled::new()),
+        stop: shutdown.clone(),
     });
     // Told before Listening, so whoever waits for Listening knows both addresses.
     let metrics = bind_metrics(config.metrics.as_deref(), Half::Server, &report).await?;
@@ -243,25 +246,40 @@ async fn pump_link(
         sender = sender.adapt(shared.settled.clone());
     }
     let ready = Arc::new(AtomicBool::new(false));
+    let session_over = Arc::new(AtomicBool::new(false));
     let f2b = DirectionCtx {
         direction: Direction::FrontendToBackend,
         ready: ready.clone(),
+        session_over: session_over.clone(),
         counters: [conn_f2b, shared.stats.f2b.clone()],
         tap: shared.tap.clone(),
     };
     let b2f = DirectionCtx {
         direction: Direction::BackendToFrontend,
         ready,
+        session_over,
         counters: [conn_b2f, shared.stats.b2f.clone()],
         tap: shared.tap.clone(),
     };
-    let (link_r, link_w) = tokio::io::split(link);
+    let (link_r, mut link_w) = tokio::io::split(link);
     let (pg_r, pg_w) = tokio::io::split(pg);
-    tokio::try_join!(
-        pump::decode(link_r, pg_w, decoder, rest, &f2b),
-        pump::encode(pg_r, link_w, sender, &b2f),
-    )?;
-    Ok(())
+    let result = {
+        let both = async {
+            tokio::try_join!(
+                pump::decode(link_r, pg_w, decoder, rest, &f2b),
+                pump::encode(pg_r, &mut link_w, sender, &b2f),
+            )
+            .map(|_| ())
+        };
+        tokio::select! {
+            r = both => r,
+            // The drain is over: the connection ends here, its link properly.
+            _ = shared.stop.now() => Ok(()),
+        }
+    };
+    // However the connection ended, the client half gets close_notify, not a bare close.
+    pump::close_link(&mut link_w).await;
+    result
 }
 
 /// PostgreSQL cannot be reached: the application gets a FATAL ErrorResponse saying why

@@ -65,6 +65,9 @@ pub struct StatsSnapshot {
     /// Connections refused because the half already served `--max-connections`.
     #[serde(default)]
     pub refused_connections: u64,
+    /// Connections whose link peer went away mid-session, without TLS close_notify.
+    #[serde(default)]
+    pub links_cut: u64,
     /// Application to PostgreSQL.
     pub frontend_to_backend: DirectionStats,
     /// PostgreSQL to the application.
@@ -148,6 +151,7 @@ pub(crate) struct Stats {
     pub(crate) refused: AtomicU64,
     pub(crate) decompression_errors: AtomicU64,
     pub(crate) refused_connections: AtomicU64,
+    pub(crate) links_cut: AtomicU64,
     pub(crate) f2b: Arc<DirectionCounters>,
     pub(crate) b2f: Arc<DirectionCounters>,
 }
@@ -162,6 +166,7 @@ impl Stats {
             refused: AtomicU64::new(0),
             decompression_errors: AtomicU64::new(0),
             refused_connections: AtomicU64::new(0),
+            links_cut: AtomicU64::new(0),
             f2b: Arc::default(),
             b2f: Arc::default(),
         }
@@ -176,6 +181,7 @@ impl Stats {
             refused_peers: self.refused.load(Ordering::Relaxed),
             decompression_errors: self.decompression_errors.load(Ordering::Relaxed),
             refused_connections: self.refused_connections.load(Ordering::Relaxed),
+            links_cut: self.links_cut.load(Ordering::Relaxed),
             frontend_to_backend: self.f2b.snapshot(),
             backend_to_frontend: self.b2f.snapshot(),
         }
@@ -208,6 +214,9 @@ pub(crate) async fn track_connection(
     let error = carry.await.err().map(|e| {
         if e.is_link_data() {
             stats.decompression_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        if e.is_cut() {
+            stats.links_cut.fetch_add(1, Ordering::Relaxed);
         }
         e.to_string()
     });

@@ -599,7 +599,11 @@ fn a_trial_too_close_to_call_measures_longer() {
 #[test]
 fn bulk_traffic_starts_where_the_half_last_settled() {
     let settled = Arc::new(Settled::new());
-    assert_eq!(settled.level(), Level::None);
+    assert_eq!(
+        settled.level(),
+        Level::Zstd(1),
+        "a fresh half starts bulk at zstd:1"
+    );
     // A first connection climbs a slow link and settles at zstd:6; the half records it.
     let first = climb_to_top(AutoPolicy::sharing(settled.clone()));
     assert_eq!(first.settled(), Some(Level::Zstd(6)));
@@ -679,4 +683,17 @@ fn a_large_gain_without_the_link_must_last() {
     }
     assert!(q.trial.is_none(), "judged");
     assert_eq!(q.level(), Level::Lz4, "a lasting gain is kept");
+}
+
+#[test]
+fn a_fresh_half_compresses_its_first_bulk_transfer_at_once() {
+    // Nothing settled yet: the first bulk interval switches straight to zstd:1 rather than
+    // sending a short transfer verbatim while the policy climbs.
+    let mut p = AutoPolicy::sharing(Arc::new(Settled::new()));
+    assert_eq!(p.observe(&obs(&p, 200, 100, 100)), None, "interactive");
+    assert_eq!(
+        switch(&mut p, |p| pressure(p, 80, 10, 0)).as_deref(),
+        Some("zstd:1")
+    );
+    assert_eq!(p.switches(), 1);
 }
