@@ -1,0 +1,240 @@
+//! A model-based proof of `logical recv`'s ordering: several sessions at once run random mixes
+//! of INSERT, UPDATE (index, bitmap and sequential scans), DELETE, TRUNCATE, savepoints rolled
+//! back to, subtransactions, TOASTed values, aborted and two-phase transactions, some large
+//! enough for the server to stream (logical_decoding_work_mem 64kB) and to pass our
+//! `--work-mem`. What `logical recv` writes must equal test_decoding from a slot made at the
+//! same position, change for change, in commit order, with each spill compression.
+//!
+//! The run prints its seed; `PGCOMPRESS_MODEL_SEED=N` replays one, and
+//! `PGCOMPRESS_MODEL_TRANSACTIONS=N` sets how many transactions each session runs (the CI
+//! run: 4 sessions of 50; `scripts/logical-model.sh` runs longer ones in a loop).
+
+mod logical_support;
+
+use logical_support::{assert_same, cluster, ours, recv, test_decoding};
+use std::process::Command;
+use std::thread;
+
+/// Sessions running at once.
+const SESSIONS: u64 = 4;
+/// Spill compressions each run is received with.
+const SPILLS: [&str; 3] = ["lz4", "zstd:1", "none"];
+
+/// A small deterministic generator (xorshift64*), so a seed replays a run exactly.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// One session's script: `transactions` random transactions on its own key range of the
+/// shared table `m` and on its own table `s{session}` (which it may truncate).
+fn session_script(rng: &mut Rng, session: u64, transactions: u64) -> String {
+    let base = (session + 1) * 10_000_000;
+    let mine = format!("s{session}");
+    // Keys inserted so far in this session's range of `m` (a high-water mark).
+    let mut next = base;
+    let mut sql = String::new();
+    for t in 0..transactions {
+        let two_phase = rng.chance(8);
+        let abort = !two_phase && rng.chance(10);
+        sql.push_str("BEGIN;\n");
+        let statements = 1 + rng.below(5);
+        let mut savepoint = 0;
+        for _ in 0..statements {
+            match rng.below(10) {
+                0..=2 => {
+                    // Inserts: now and then large enough to stream, now and then TOASTed.
+                    let n = if rng.chance(15) {
+                        2000 + rng.below(3000)
+                    } else {
+                        1 + rng.below(50)
+                    };
+                    let value = if rng.chance(10) {
+                        "(SELECT string_agg(md5(g::text || x::text), '') FROM generate_series(1, 400) x)"
+                    } else {
+                        "md5(g::text)"
+                    };
+                    sql.push_str(&format!(
+                        "INSERT INTO m SELECT g, {value}, {t} FROM generate_series({}, {}) g;\n",
+                        next,
+                        next + n - 1
+                    ));
+                    next += n;
+                }
+                3 if next > base => {
+                    let k = base + rng.below(next - base);
+                    sql.push_str(&format!("UPDATE m SET n = n + 1 WHERE k = {k};\n"));
+                }
+                4 if next > base => {
+                    // A bitmap heap scan visits rows in physical order.
+                    let a = base + rng.below(next - base);
+                    sql.push_str(&format!(
+                        "SET LOCAL enable_seqscan = off; SET LOCAL enable_indexscan = off;\n\
+                         UPDATE m SET v = 'b' || v WHERE k BETWEEN {a} AND {};\n\
+                         RESET enable_seqscan; RESET enable_indexscan;\n",
+                        a + rng.below(200)
+                    ));
+                }
+                5 if next > base => {
+                    let a = base + rng.below(next - base);
+                    sql.push_str(&format!(
+                        "SET LOCAL enable_indexscan = off; SET LOCAL enable_bitmapscan = off;\n\
+                         UPDATE m SET n = -n WHERE k BETWEEN {a} AND {} AND n % 3 = 0;\n\
+                         RESET enable_indexscan; RESET enable_bitmapscan;\n",
+                        a + rng.below(500)
+                    ));
+                }
+                6 if next > base => {
+                    let a = base + rng.below(next - base);
+                    sql.push_str(&format!(
+                        "DELETE FROM m WHERE k BETWEEN {a} AND {};\n",
+                        a + rng.below(30)
+                    ));
+                }
+                7 => {
+                    savepoint += 1;
+                    sql.push_str(&format!(
+                        "SAVEPOINT sp{savepoint};\n\
+                         INSERT INTO {mine} SELECT g, 'sub {t}' FROM generate_series(1, {}) g;\n",
+                        1 + rng.below(300)
+                    ));
+                    if rng.chance(50) {
+                        sql.push_str(&format!("ROLLBACK TO SAVEPOINT sp{savepoint};\n"));
+                    } else {
+                        sql.push_str(&format!("RELEASE SAVEPOINT sp{savepoint};\n"));
+                    }
+                }
+                8 if rng.chance(30) => sql.push_str(&format!("TRUNCATE {mine};\n")),
+                _ => sql.push_str(&format!(
+                    "INSERT INTO {mine} VALUES ({t}, repeat('x', {}));\n",
+                    rng.below(3000)
+                )),
+            }
+        }
+        if two_phase {
+            let gid = format!("g{session}_{t}");
+            sql.push_str(&format!("PREPARE TRANSACTION '{gid}';\n"));
+            if rng.chance(25) {
+                sql.push_str(&format!("ROLLBACK PREPARED '{gid}';\n"));
+            } else {
+                sql.push_str(&format!("COMMIT PREPARED '{gid}';\n"));
+            }
+        } else if abort {
+            sql.push_str("ROLLBACK;\n");
+        } else {
+            sql.push_str("COMMIT;\n");
+        }
+    }
+    sql
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+#[test]
+fn concurrent_random_sessions_equal_test_decoding() {
+    let seed = env_u64("PGCOMPRESS_MODEL_SEED").unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+            | 1
+    });
+    let transactions = env_u64("PGCOMPRESS_MODEL_TRANSACTIONS").unwrap_or(50);
+    eprintln!(
+        "model seed {seed} ({SESSIONS} sessions x {transactions} transactions; replay with \
+         PGCOMPRESS_MODEL_SEED={seed})"
+    );
+    let cluster = cluster(Some("64kB"));
+    let mut setup = String::from(
+        "CREATE TABLE m (k bigint PRIMARY KEY, v text, n int);
+         ALTER TABLE m ALTER COLUMN v SET STORAGE EXTERNAL;
+         CREATE PUBLICATION p FOR ALL TABLES;",
+    );
+    for s in 0..SESSIONS {
+        setup.push_str(&format!("CREATE TABLE s{s} (a int, b text);\n"));
+        setup.push_str(&format!("ALTER TABLE s{s} REPLICA IDENTITY FULL;\n"));
+    }
+    for spill in SPILLS {
+        setup.push_str(&format!(
+            "SELECT pg_create_logical_replication_slot('{}', 'pgoutput');\n",
+            slot(spill)
+        ));
+    }
+    setup.push_str("SELECT pg_create_logical_replication_slot('td', 'test_decoding');");
+    cluster.psql(&setup).expect("schema and slots");
+
+    let mut rng = Rng(seed);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sessions: Vec<_> = (0..SESSIONS)
+        .map(|s| {
+            let script = dir.path().join(format!("session{s}.sql"));
+            std::fs::write(&script, session_script(&mut rng, s, transactions)).expect("script");
+            pgtest::run::chown_to_server_user(&script).ok();
+            let psql = cluster.install().bin("psql");
+            let conninfo = cluster.conninfo();
+            thread::spawn(move || {
+                let mut cmd = Command::new(psql);
+                cmd.args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", &conninfo, "-f"])
+                    .arg(&script);
+                let o = pgtest::run(&mut cmd).expect("run psql");
+                assert!(
+                    o.status.success(),
+                    "session {s} failed (seed {seed}): {}",
+                    String::from_utf8_lossy(&o.stderr)
+                );
+            })
+        })
+        .collect();
+    for s in sessions {
+        s.join().expect("session thread");
+    }
+    let stop = cluster.current_wal_lsn().expect("lsn");
+    let theirs = test_decoding(&cluster, "td");
+    for spill in SPILLS {
+        let out = dir.path().join(format!("{}.jsonl", slot(spill)));
+        recv(
+            &cluster,
+            &slot(spill),
+            &out,
+            &stop,
+            &["--work-mem", "64kB", "--spill-compression", spill],
+        );
+        let mine: Vec<_> = ours(&out).into_iter().map(|(c, _)| c).collect();
+        eprintln!(
+            "seed {seed}, spill {spill}: {} changes, {} transactions, equal to test_decoding",
+            mine.len(),
+            distinct_xids(&mine)
+        );
+        assert_same(&mine, &theirs);
+    }
+    let streamed = cluster
+        .query_one(&format!(
+            "SELECT stream_txns FROM pg_stat_replication_slots WHERE slot_name = '{}'",
+            slot("lz4")
+        ))
+        .expect("slot stats");
+    assert_ne!(streamed, "0", "the server streamed nothing (seed {seed})");
+}
+
+fn slot(spill: &str) -> String {
+    format!("ours_{}", spill.replace(':', "_"))
+}
+
+fn distinct_xids(changes: &[logical_support::Change]) -> usize {
+    let mut xids: Vec<u32> = changes.iter().map(|c| c.xid).collect();
+    xids.dedup();
+    xids.len()
+}
