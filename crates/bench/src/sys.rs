@@ -303,6 +303,19 @@ pub fn hash_stdout(cmd: &mut Command, what: &str) -> Result<(u64, String)> {
     Ok((len, archive::container::hex(&hash.finalize())))
 }
 
+/// CPU ticks the machine spent working (user, nice, system, irq, softirq), from /proc/stat.
+pub(crate) fn busy_ticks() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    let f: Vec<u64> = text
+        .lines()
+        .next()?
+        .strip_prefix("cpu ")?
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    Some(f.first()? + f.get(1)? + f.get(2)? + f.get(5)? + f.get(6)?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,6 +10,7 @@
 //! from segment to segment so that background load falls on all of them alike.
 
 mod corpus;
+mod files;
 mod report;
 mod sustained;
 mod tools;

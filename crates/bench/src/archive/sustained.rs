@@ -8,9 +8,10 @@
 //! tool's prefetching get (`archive get --prefetch 8`, pgBackRest's async `archive-get`), timed to
 //! promotion and checked against the primary's data.
 
+use super::files::{chown_tree, dir_bytes, mkdir, ready_count, segment_files};
 use crate::error::{Context, Error, IoContext, Result};
 use crate::runs::parse_tps;
-use crate::sys::ticks_per_second;
+use crate::sys::{busy_ticks, ticks_per_second};
 use pgtest::run::{run, run_with};
 use pgtest::Cluster;
 use serde::Serialize;
@@ -117,12 +118,6 @@ pub fn run_sustained(pgcompress: &Path, seconds: u32, clients: u32) -> Result<Su
     })
 }
 
-fn mkdir(dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir).io(|| format!("creating {}", dir.display()))?;
-    pgtest::run::chown_to_server_user(dir)?;
-    Ok(())
-}
-
 /// pgBackRest's configuration for a stanza on `data`, asynchronous, two processes.
 fn pgbackrest_conf(dir: &Path, data: &Path, cluster: &Cluster) -> Result<PathBuf> {
     for sub in ["lock", "log", "spool", "repo"] {
@@ -145,64 +140,6 @@ fn pgbackrest_conf(dir: &Path, data: &Path, cluster: &Cluster) -> Result<PathBuf
     std::fs::write(&conf, text).io(|| format!("writing {}", conf.display()))?;
     pgtest::run::chown_to_server_user(&conf)?;
     Ok(conf)
-}
-
-fn ready_count(wal: &Path) -> usize {
-    std::fs::read_dir(wal.join("archive_status")).map_or(0, |rd| {
-        rd.flatten()
-            .filter(|e| e.file_name().to_string_lossy().ends_with(".ready"))
-            .count()
-    })
-}
-
-/// CPU ticks the machine spent working (user, nice, system, irq, softirq), from /proc/stat.
-fn busy_ticks() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/stat").ok()?;
-    let f: Vec<u64> = text
-        .lines()
-        .next()?
-        .strip_prefix("cpu ")?
-        .split_whitespace()
-        .filter_map(|v| v.parse().ok())
-        .collect();
-    Some(f.first()? + f.get(1)? + f.get(2)? + f.get(5)? + f.get(6)?)
-}
-
-fn dir_bytes(dir: &Path) -> u64 {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    rd.flatten()
-        .map(|e| match e.metadata() {
-            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
-            Ok(m) => m.len(),
-            Err(_) => 0,
-        })
-        .sum()
-}
-
-/// WAL segments among the files under `dir`: names that start with a segment name followed by `.`
-/// (pgcompress: `.pgcz`) or `-` (pgBackRest: `-<sha1>.zst`), not `.partial`, `.backup` or `.history` files.
-fn segment_files(dir: &Path) -> u64 {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    rd.flatten()
-        .map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            match e.metadata() {
-                Ok(m) if m.is_dir() => segment_files(&e.path()),
-                Ok(_) => u64::from(
-                    name.len() > 24
-                        && name.as_bytes()[..24].iter().all(u8::is_ascii_hexdigit)
-                        && matches!(name.as_bytes()[24], b'.' | b'-')
-                        && !name.contains(".partial")
-                        && !name.contains(".backup"),
-                ),
-                Err(_) => 0,
-            }
-        })
-        .sum()
 }
 
 fn lsn(text: &str) -> Result<u64> {
@@ -446,22 +383,6 @@ fn recover(
     })();
     let _ = pg_ctl(&["-m", "immediate", "-w", "stop"]);
     result
-}
-
-fn chown_tree(dir: &Path) -> Result<()> {
-    pgtest::run::chown_to_server_user(dir)?;
-    for e in std::fs::read_dir(dir)
-        .io(|| format!("listing {}", dir.display()))?
-        .flatten()
-    {
-        let p = e.path();
-        if p.is_dir() {
-            chown_tree(&p)?;
-        } else {
-            pgtest::run::chown_to_server_user(&p)?;
-        }
-    }
-    Ok(())
 }
 
 impl SustainedReport {
