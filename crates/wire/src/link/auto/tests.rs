@@ -697,3 +697,27 @@ fn a_fresh_half_compresses_its_first_bulk_transfer_at_once() {
     );
     assert_eq!(p.switches(), 1);
 }
+
+#[test]
+fn a_burst_starts_bulk_before_the_interval_ends() {
+    // 300 KiB in the first 10 ms: bulk at once, at the fresh half's start level.
+    let mut p = AutoPolicy::sharing(Arc::new(Settled::new()));
+    let o = Observation {
+        elapsed: Duration::from_millis(10),
+        eligible: 300 * 1024,
+        ..Observation::default()
+    };
+    assert_eq!(
+        p.observe(&o).map(|s| s.to_string()).as_deref(),
+        Some("zstd:1")
+    );
+    // Small queries within an interval stay verbatim.
+    let mut q = AutoPolicy::sharing(Arc::new(Settled::new()));
+    let small = Observation {
+        elapsed: Duration::from_millis(10),
+        eligible: 4 * 1024,
+        ..Observation::default()
+    };
+    assert_eq!(q.observe(&small), None);
+    assert_eq!(q.level(), Level::None);
+}
