@@ -597,6 +597,12 @@ impl AutoPolicy {
                 self.try_step(self.level - 1);
             }
         } else if encode >= BUSY && write < IDLE && read < IDLE && self.level > 0 {
+            if !self.recent.ready() {
+                // A level's first intervals fill the socket buffers and the shaper's queue:
+                // writes do not wait yet even where the link will be the limit, so they do not
+                // show the encoder to be one.
+                return;
+            }
             // The encoder is the limit: no trial needed.
             self.up.close(self.level - 1);
             self.set(self.level - 1);

@@ -346,6 +346,11 @@ fn a_cpu_bottleneck_steps_down_and_holds_a_ceiling() {
         switch(&mut p, |p| pressure(p, 5, 90, 5)).as_deref(),
         Some("lz4")
     );
+    // A level's first intervals do not judge the encoder (the link's queues are filling):
+    // the next step down waits for a base at lz4.
+    for _ in 1..BASE_INTERVALS {
+        assert_eq!(switch(&mut p, |p| pressure(p, 5, 90, 5)), None);
+    }
     assert_eq!(
         switch(&mut p, |p| pressure(p, 5, 90, 5)).as_deref(),
         Some("none")
