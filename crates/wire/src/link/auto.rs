@@ -8,7 +8,8 @@
 //! auto"):
 //!
 //! - **Idle or interactive**: until the compressible traffic of a direction reaches
-//!   [`ACTIVE_RATE`] over an interval it is sent verbatim (method none): small queries and
+//!   [`ACTIVE_RATE`] over an interval, or [`BURST`] bytes within one, it is sent verbatim
+//!   (method none): small queries and
 //!   rows cost nothing. Bulk traffic starts at the level the half's bulk connections last
 //!   settled on ([`Settled`]; [`FIRST_BULK`], zstd:1, on a fresh half: it costs little even
 //!   where the link is fast, and a transfer of a few seconds on a slow link gains from its
@@ -58,6 +59,9 @@ pub const LADDER: [Level; 5] = [
 ];
 /// Shortest interval the policy judges pressure over.
 pub const INTERVAL: Duration = Duration::from_millis(200);
+/// Compressible bytes within one interval at which an idle direction counts as bulk at once,
+/// without waiting for the interval to end.
+pub const BURST: u64 = 256 * 1024;
 /// Compressible bytes per second above which a direction counts as bulk.
 pub const ACTIVE_RATE: u64 = 512 * 1024;
 /// Quiet intervals in a row after which a bulk direction goes back to none.
@@ -483,6 +487,16 @@ impl AutoPolicy {
             self.next_wait = PROBE_FIRST;
         }
         self.pressure.add(o);
+        if self.mode == Mode::Idle && self.pressure.eligible >= BURST {
+            // A burst this large is a bulk transfer whatever the rest of the interval holds:
+            // it starts compressing now rather than after an interval sent verbatim (at
+            // 50 Mbit/s an interval and the socket's queue are megabytes).
+            self.pressure = Observation::default();
+            self.mode = Mode::Bulk { quiet: 0 };
+            let start = self.start.as_ref().map_or(0, |s| s.rung());
+            self.set(start.min(self.up.limit));
+            return self.decided(before);
+        }
         if self.pressure.elapsed < INTERVAL {
             return None;
         }
@@ -583,6 +597,12 @@ impl AutoPolicy {
                 self.try_step(self.level - 1);
             }
         } else if encode >= BUSY && write < IDLE && read < IDLE && self.level > 0 {
+            if !self.recent.ready() {
+                // A level's first intervals fill the socket buffers and the shaper's queue:
+                // writes do not wait yet even where the link will be the limit, so they do not
+                // show the encoder to be one.
+                return;
+            }
             // The encoder is the limit: no trial needed.
             self.up.close(self.level - 1);
             self.set(self.level - 1);

@@ -346,6 +346,11 @@ fn a_cpu_bottleneck_steps_down_and_holds_a_ceiling() {
         switch(&mut p, |p| pressure(p, 5, 90, 5)).as_deref(),
         Some("lz4")
     );
+    // A level's first intervals do not judge the encoder (the link's queues are filling):
+    // the next step down waits for a base at lz4.
+    for _ in 1..BASE_INTERVALS {
+        assert_eq!(switch(&mut p, |p| pressure(p, 5, 90, 5)), None);
+    }
     assert_eq!(
         switch(&mut p, |p| pressure(p, 5, 90, 5)).as_deref(),
         Some("none")
@@ -696,4 +701,28 @@ fn a_fresh_half_compresses_its_first_bulk_transfer_at_once() {
         Some("zstd:1")
     );
     assert_eq!(p.switches(), 1);
+}
+
+#[test]
+fn a_burst_starts_bulk_before_the_interval_ends() {
+    // 300 KiB in the first 10 ms: bulk at once, at the fresh half's start level.
+    let mut p = AutoPolicy::sharing(Arc::new(Settled::new()));
+    let o = Observation {
+        elapsed: Duration::from_millis(10),
+        eligible: 300 * 1024,
+        ..Observation::default()
+    };
+    assert_eq!(
+        p.observe(&o).map(|s| s.to_string()).as_deref(),
+        Some("zstd:1")
+    );
+    // Small queries within an interval stay verbatim.
+    let mut q = AutoPolicy::sharing(Arc::new(Settled::new()));
+    let small = Observation {
+        elapsed: Duration::from_millis(10),
+        eligible: 4 * 1024,
+        ..Observation::default()
+    };
+    assert_eq!(q.observe(&small), None);
+    assert_eq!(q.level(), Level::None);
 }
