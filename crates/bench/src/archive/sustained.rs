@@ -14,6 +14,7 @@ use crate::runs::parse_tps;
 use crate::sys::ticks_per_second;
 use pgtest::run::{run, run_with};
 use pgtest::Cluster;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
