@@ -9,94 +9,24 @@
 //! promotion and checked against the primary's data.
 
 use super::files::{chown_tree, dir_bytes, mkdir, ready_count, segment_files};
+use super::sustained_report::{Archiver, SustainedReport, SustainedRun, SCALE};
 use crate::error::{Context, Error, IoContext, Result};
 use crate::runs::parse_tps;
 use crate::sys::{busy_ticks, ticks_per_second};
 use pgtest::run::{run, run_with};
 use pgtest::Cluster;
-use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// pgbench's scale for the sustained run.
-const SCALE: u32 = 10;
-/// The segment size of the throwaway clusters (initdb's default).
-const SEGMENT_BYTES: u64 = 16 << 20;
 /// Longest wait for the backlog to drain or a recovery to end.
 const DRAIN_LIMIT: Duration = Duration::from_secs(900);
 /// Checksum of the pgbench tables.
 const CHECKSUM_SQL: &str = "SELECT md5(string_agg(aid::text || ':' || abalance, ',' ORDER BY aid)) \
     || md5((SELECT string_agg(bid::text || ':' || bbalance, ',' ORDER BY bid) FROM pgbench_branches)) \
     FROM pgbench_accounts";
-
-/// The archivers compared.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Archiver {
-    /// `archive_command = 'true'`: no archive, the machine's WAL rate.
-    None,
-    /// `pgcompress archive push --async`.
-    Pgcompress,
-    /// pgBackRest `archive-push` with `archive-async=y`, `process-max=2`, zst:3.
-    Pgbackrest,
-}
-
-impl Archiver {
-    fn label(self) -> &'static str {
-        match self {
-            Archiver::None => "no archiving (true)",
-            Archiver::Pgcompress => "pgcompress push --async",
-            Archiver::Pgbackrest => "pgbackrest async process-max=2 zst:3",
-        }
-    }
-}
-
-/// One archiver's run.
-#[derive(Clone, Debug, Serialize)]
-pub struct SustainedRun {
-    /// Which archiver.
-    pub archiver: Archiver,
-    /// Its label in tables.
-    pub label: &'static str,
-    /// WAL written during the pgbench run, bytes.
-    pub wal_bytes: u64,
-    /// Seconds pgbench ran.
-    pub seconds: f64,
-    /// WAL written per second, MB.
-    pub wal_mb_per_s: f64,
-    /// pgbench's transactions per second.
-    pub tps: Option<f64>,
-    /// Most `.ready` files seen at once during the run.
-    pub ready_max: usize,
-    /// `.ready` files when pgbench stopped.
-    pub ready_at_end: usize,
-    /// Seconds from pgbench's end until no `.ready` file was left.
-    pub drain_s: f64,
-    /// Bytes the repository holds after the run.
-    pub stored_bytes: u64,
-    /// WAL segments the repository holds (those of `pgbench -i` included).
-    pub stored_segments: u64,
-    /// CPU seconds the whole machine spent (user, nice, system, irq) from pgbench's start to the drain.
-    pub machine_cpu_s: f64,
-    /// Seconds from starting the restored server to its promotion at the end of the archive.
-    pub recovery_s: Option<f64>,
-    /// Whether the restored server has the primary's data.
-    pub recovered_identical: Option<bool>,
-}
-
-/// The whole comparison.
-#[derive(Clone, Debug, Serialize)]
-pub struct SustainedReport {
-    /// pgbench clients.
-    pub clients: u32,
-    /// pgbench seconds per run.
-    pub seconds: u32,
-    /// One run per archiver.
-    pub runs: Vec<SustainedRun>,
-}
 
 /// Runs every archiver for `seconds` of pgbench with `clients` clients; `pgcompress` is the binary.
 pub fn run_sustained(pgcompress: &Path, seconds: u32, clients: u32) -> Result<SustainedReport> {
@@ -383,47 +313,4 @@ fn recover(
     })();
     let _ = pg_ctl(&["-m", "immediate", "-w", "stop"]);
     result
-}
-
-impl SustainedReport {
-    /// The table.
-    pub fn text(&self) -> String {
-        let mut s = format!(
-            "sustained archiving: pgbench scale {SCALE}, {} clients, {} s per run, 16 MB segments, \
-             wal_compression off, synchronous_commit off\n\n",
-            self.clients, self.seconds
-        );
-        let _ = writeln!(
-            s,
-            "| archiver | WAL MB/s | tps | .ready max | .ready at end | drain s | stored MB | ratio (segments x 16 MB / stored) | machine CPU s per GB WAL | recovery s | recovered identical |"
-        );
-        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
-        for r in &self.runs {
-            let opt = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
-            let _ = writeln!(
-                s,
-                "| {} | {:.1} | {} | {} | {} | {:.1} | {:.1} | {} | {:.1} | {} | {} |",
-                r.label,
-                r.wal_mb_per_s,
-                opt(r.tps),
-                r.ready_max,
-                r.ready_at_end,
-                r.drain_s,
-                r.stored_bytes as f64 / 1e6,
-                if r.stored_bytes > 0 {
-                    format!(
-                        "{:.2}x",
-                        (r.stored_segments * SEGMENT_BYTES) as f64 / r.stored_bytes as f64
-                    )
-                } else {
-                    "-".into()
-                },
-                r.machine_cpu_s / (r.wal_bytes as f64 / 1e9).max(1e-9),
-                opt(r.recovery_s),
-                r.recovered_identical
-                    .map_or("-".into(), |b| if b { "yes" } else { "NO" }.to_string()),
-            );
-        }
-        s
-    }
 }
