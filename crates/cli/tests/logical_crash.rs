@@ -3,7 +3,9 @@
 
 mod logical_support;
 
-use logical_support::{assert_same, cluster, ours, recv, recv_command, run_psql, test_decoding};
+use logical_support::{
+    assert_same, cluster, ours, recv, recv_command, run_psql, test_decoding, Rng,
+};
 use pgtest::Cluster;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
@@ -22,22 +24,6 @@ CREATE PUBLICATION p FOR ALL TABLES;
 SELECT pg_create_logical_replication_slot('ours', 'pgoutput');
 SELECT pg_create_logical_replication_slot('td', 'test_decoding');
 ";
-
-/// xorshift64*: enough randomness for kill moments, reproducible from the printed seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// One round of the workload: many small transactions, a large one that streams, and every
 /// third round a large one that aborts.

@@ -11,7 +11,7 @@
 
 mod logical_support;
 
-use logical_support::{assert_same, cluster, ours, recv, test_decoding};
+use logical_support::{assert_same, cluster, ours, recv, test_decoding, Rng};
 use std::process::Command;
 use std::thread;
 
@@ -19,24 +19,6 @@ use std::thread;
 const SESSIONS: u64 = 4;
 /// Spill compressions each run is received with.
 const SPILLS: [&str; 3] = ["lz4", "zstd:1", "none"];
-
-/// A small deterministic generator (xorshift64*), so a seed replays a run exactly.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
 
 /// One session's script: `transactions` random transactions on its own key range of the
 /// shared table `m` and on its own table `s{session}` (which it may truncate).
