@@ -11,19 +11,24 @@
 
 mod logical_support;
 
-use logical_support::{assert_same, cluster, ours, recv, test_decoding, Rng};
+use logical_support::{assert_same, cluster, ours, recv, recv_command, test_decoding, Rng};
+use pgtest::Cluster;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::thread;
+use std::time::Duration;
 
 /// Sessions running at once.
 const SESSIONS: u64 = 4;
 /// Spill compressions each run is received with.
 const SPILLS: [&str; 3] = ["lz4", "zstd:1", "none"];
 
-/// One session's script: `transactions` random transactions on its own key range of the
-/// shared table `m` and on its own table `s{session}` (which it may truncate).
-fn session_script(rng: &mut Rng, session: u64, transactions: u64) -> String {
-    let base = (session + 1) * 10_000_000;
+/// One session's script: `transactions` random transactions on its own key range (per session
+/// and round) of the shared table `m` and on its own table `s{session}` (which it may truncate).
+fn session_script(rng: &mut Rng, session: u64, round: u64, transactions: u64) -> String {
+    let base = (round * SESSIONS + session + 1) * 10_000_000;
     let mine = format!("s{session}");
     // Keys inserted so far in this session's range of `m` (a high-water mark).
     let mut next = base;
@@ -139,45 +144,22 @@ fn concurrent_random_sessions_equal_test_decoding() {
         "model seed {seed} ({SESSIONS} sessions x {transactions} transactions; replay with \
          PGCOMPRESS_MODEL_SEED={seed})"
     );
-    let cluster = cluster(Some("64kB"));
-    let mut setup = String::from(
-        "CREATE TABLE m (k bigint PRIMARY KEY, v text, n int);
-         ALTER TABLE m ALTER COLUMN v SET STORAGE EXTERNAL;
-         CREATE PUBLICATION p FOR ALL TABLES;",
-    );
-    for s in 0..SESSIONS {
-        setup.push_str(&format!("CREATE TABLE s{s} (a int, b text);\n"));
-        setup.push_str(&format!("ALTER TABLE s{s} REPLICA IDENTITY FULL;\n"));
-    }
-    for spill in SPILLS {
-        setup.push_str(&format!(
-            "SELECT pg_create_logical_replication_slot('{}', 'pgoutput');\n",
-            slot(spill)
-        ));
-    }
-    setup.push_str("SELECT pg_create_logical_replication_slot('td', 'test_decoding');");
-    cluster.psql(&setup).expect("schema and slots");
+    let slots: Vec<String> = SPILLS.iter().map(|spill| slot(spill)).collect();
+    let cluster = model_cluster(&slots);
 
     let mut rng = Rng(seed);
     let dir = tempfile::tempdir().expect("tempdir");
+    let (psql, conninfo) = (cluster.install().bin("psql"), cluster.conninfo());
     let sessions: Vec<_> = (0..SESSIONS)
         .map(|s| {
-            let script = dir.path().join(format!("session{s}.sql"));
-            std::fs::write(&script, session_script(&mut rng, s, transactions)).expect("script");
-            pgtest::run::chown_to_server_user(&script).ok();
-            let psql = cluster.install().bin("psql");
-            let conninfo = cluster.conninfo();
-            thread::spawn(move || {
-                let mut cmd = Command::new(psql);
-                cmd.args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", &conninfo, "-f"])
-                    .arg(&script);
-                let o = pgtest::run(&mut cmd).expect("run psql");
-                assert!(
-                    o.status.success(),
-                    "session {s} failed (seed {seed}): {}",
-                    String::from_utf8_lossy(&o.stderr)
-                );
-            })
+            let sql = session_script(&mut rng, s, 0, transactions);
+            let script = write_script(dir.path(), &format!("session{s}"), &sql);
+            spawn_psql(
+                &psql,
+                &conninfo,
+                script,
+                format!("session {s} (seed {seed})"),
+            )
         })
         .collect();
     for s in sessions {
@@ -219,4 +201,153 @@ fn distinct_xids(changes: &[logical_support::Change]) -> usize {
     let mut xids: Vec<u32> = changes.iter().map(|c| c.xid).collect();
     xids.dedup();
     xids.len()
+}
+
+/// A cluster streaming at 64kB with the model's tables, a publication, a pgoutput slot per name
+/// in `slots` and a test_decoding slot `td`, all made at the same position.
+fn model_cluster(slots: &[String]) -> Cluster {
+    let cluster = cluster(Some("64kB"));
+    let mut setup = String::from(
+        "CREATE TABLE m (k bigint PRIMARY KEY, v text, n int);
+         ALTER TABLE m ALTER COLUMN v SET STORAGE EXTERNAL;
+         CREATE PUBLICATION p FOR ALL TABLES;",
+    );
+    for s in 0..SESSIONS {
+        setup.push_str(&format!("CREATE TABLE s{s} (a int, b text);\n"));
+        setup.push_str(&format!("ALTER TABLE s{s} REPLICA IDENTITY FULL;\n"));
+    }
+    for slot in slots {
+        setup.push_str(&format!(
+            "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput');\n"
+        ));
+    }
+    setup.push_str("SELECT pg_create_logical_replication_slot('td', 'test_decoding');");
+    cluster.psql(&setup).expect("schema and slots");
+    cluster
+}
+
+/// Writes a session's script where the server user can read it.
+fn write_script(dir: &Path, name: &str, sql: &str) -> PathBuf {
+    let script = dir.join(format!("{name}.sql"));
+    std::fs::write(&script, sql).expect("script");
+    pgtest::run::chown_to_server_user(&script).ok();
+    script
+}
+
+/// Runs `script` with `psql` on `conninfo` in a thread, stopping at the first error.
+fn spawn_psql(
+    psql: &Path,
+    conninfo: &str,
+    script: PathBuf,
+    what: String,
+) -> thread::JoinHandle<()> {
+    let mut cmd = Command::new(psql);
+    cmd.args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", conninfo, "-f"])
+        .arg(&script);
+    thread::spawn(move || {
+        let o = pgtest::run(&mut cmd).expect("run psql");
+        assert!(
+            o.status.success(),
+            "{what} failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    })
+}
+
+/// kill -9 of `logical recv` at random moments while four random sessions run at once; after a
+/// final run the output, read in full, equals test_decoding: every committed transaction
+/// exactly once, in commit order, each transaction's changes in WAL order.
+/// `PGCOMPRESS_MODEL_KILLS` sets the number of trials (50).
+#[test]
+fn kill_9_during_concurrent_random_sessions_loses_and_duplicates_nothing() {
+    let seed = env_u64("PGCOMPRESS_MODEL_SEED").unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+            | 1
+    });
+    let trials = env_u64("PGCOMPRESS_MODEL_KILLS").unwrap_or(50);
+    eprintln!(
+        "kill -9 model: seed {seed}, {trials} trials (replay with PGCOMPRESS_MODEL_SEED={seed})"
+    );
+    let cluster = model_cluster(&["ours".to_owned()]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    pgtest::run::chown_to_server_user(dir.path()).ok();
+    let out = dir.path().join("cdc.jsonl");
+    let done = Arc::new(AtomicBool::new(false));
+    // The sessions run round after round of 20 random transactions each until the trials end.
+    let workload = {
+        let done = Arc::clone(&done);
+        let conninfo = cluster.conninfo();
+        let psql = cluster.install().bin("psql");
+        let scripts = dir.path().to_path_buf();
+        thread::spawn(move || {
+            let mut round = 0;
+            while !done.load(Ordering::SeqCst) || round < 2 {
+                let sessions: Vec<_> = (0..SESSIONS)
+                    .map(|s| {
+                        let mut rng =
+                            Rng(seed ^ (round << 8 | s).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+                        let sql = session_script(&mut rng, s, round, 20);
+                        let script = write_script(&scripts, &format!("r{round}s{s}"), &sql);
+                        spawn_psql(
+                            &psql,
+                            &conninfo,
+                            script,
+                            format!("session {s} round {round}"),
+                        )
+                    })
+                    .collect();
+                for s in sessions {
+                    s.join().expect("session");
+                }
+                round += 1;
+            }
+            round
+        })
+    };
+    let mut rng = Rng(seed);
+    for trial in 0..trials {
+        wait_slot_idle(&cluster);
+        let mut child = recv_command(&cluster, "ours")
+            .args(["--work-mem", "64kB", "--idle-exit", "60"])
+            .args(["--fsync-interval", if trial % 2 == 1 { "0.2" } else { "0" }])
+            .arg("-o")
+            .arg(&out)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn pgcompress");
+        thread::sleep(Duration::from_millis(30 + rng.below(400)));
+        assert!(
+            child.try_wait().expect("try_wait").is_none(),
+            "trial {trial}: pgcompress exited by itself (seed {seed})"
+        );
+        child.kill().expect("kill -9");
+        child.wait().expect("reap");
+    }
+    done.store(true, Ordering::SeqCst);
+    let rounds = workload.join().expect("workload");
+    let stop = cluster.current_wal_lsn().expect("lsn");
+    wait_slot_idle(&cluster);
+    recv(&cluster, "ours", &out, &stop, &["--work-mem", "64kB"]);
+    let mine: Vec<_> = ours(&out).into_iter().map(|(c, _)| c).collect();
+    let theirs = test_decoding(&cluster, "td");
+    eprintln!(
+        "kill -9 model: seed {seed}, {trials} trials over {rounds} rounds of {SESSIONS} sessions: \
+         {} changes in {} transactions, equal to test_decoding",
+        mine.len(),
+        distinct_xids(&mine)
+    );
+    assert_same(&mine, &theirs);
+}
+
+fn wait_slot_idle(cluster: &Cluster) {
+    cluster
+        .wait_until("slot ours to be released", Duration::from_secs(60), || {
+            Ok(cluster
+                .query_one("SELECT active FROM pg_replication_slots WHERE slot_name = 'ours'")?
+                == "f")
+        })
+        .expect("slot released");
 }
