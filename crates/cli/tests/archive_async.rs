@@ -278,6 +278,9 @@ fn a_full_backlog_is_loud_and_nothing_is_dropped() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("serve");
+    // Until this server holds the spool, a foreground push would start a server of its own
+    // (without metrics) and this one would exit as "already served".
+    wait_serving(&spool, &mut server);
     let first = wal.join(segs[0].file_name().expect("name"));
     let out = foreground(&repo, &spool, &first, 30)
         .wait_with_output()
@@ -330,6 +333,26 @@ fn a_full_backlog_is_loud_and_nothing_is_dropped() {
         let dest = top.join("restored");
         assert!(get(&repo, name, &dest).status.success());
         assert!(std::fs::read(&dest).expect("read") == std::fs::read(s).expect("read"));
+    }
+}
+
+/// Returns once `server` has written its id to the spool's `serve.pid` (it holds the lock).
+fn wait_serving(spool: &Path, server: &mut Child) {
+    let want = server.id().to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let pid = std::fs::read_to_string(spool.join("serve.pid")).unwrap_or_default();
+        if pid.trim() == want {
+            return;
+        }
+        if let Some(status) = server.try_wait().expect("try_wait") {
+            panic!("archive serve exited before serving the spool: {status}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "archive serve did not take the spool in 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
