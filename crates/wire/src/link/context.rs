@@ -60,6 +60,15 @@ fn window_log(spec: &Spec) -> u32 {
     spec.long.unwrap_or(DEFAULT_WINDOW_LOG).min(MAX_WINDOW_LOG)
 }
 
+/// Lowest zstd level whose match tables are bounded by [`table_log`].
+const TABLES_CAPPED_FROM: i32 = 9;
+
+/// Hash and chain table log for levels from [`TABLES_CAPPED_FROM`]: one under the window's,
+/// within 2^18..=2^20 entries (at or under zstd's own sizes for those levels).
+fn table_log(spec: &Spec) -> u32 {
+    (window_log(spec) - 1).clamp(18, 20)
+}
+
 fn zstd_err(code: usize) -> io::Error {
     io::Error::other(zstd_safe::get_error_name(code))
 }
@@ -76,6 +85,16 @@ impl Compressor {
                     .map_err(zstd_err)?;
                 enc.set_parameter(CParameter::WindowLog(window_log(spec)))
                     .map_err(zstd_err)?;
+                if level >= TABLES_CAPPED_FROM {
+                    // zstd sizes these levels' match tables for large inputs whatever the
+                    // window (43 MB at zstd:12): bounded by the window, the compressor of a
+                    // connection stays within a few MiB.
+                    let log = table_log(spec);
+                    enc.set_parameter(CParameter::HashLog(log))
+                        .map_err(zstd_err)?;
+                    enc.set_parameter(CParameter::ChainLog(log))
+                        .map_err(zstd_err)?;
+                }
                 Ok(Some(Compressor::Zstd(
                     Box::new(enc),
                     vec![0; SCRATCH].into_boxed_slice(),

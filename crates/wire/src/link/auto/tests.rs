@@ -43,7 +43,9 @@ fn slow_link(l: Level) -> (u64, u32) {
         Level::Lz4 => 20,
         Level::Zstd(1) => 30,
         Level::Zstd(3) => 33,
-        _ => 36,
+        Level::Zstd(6) => 35,
+        Level::Zstd(9) => 37,
+        _ => 40,
     };
     (tenths, 80)
 }
@@ -121,7 +123,18 @@ fn switch(policy: &mut AutoPolicy, make: impl Fn(&AutoPolicy) -> Observation) ->
 #[test]
 fn every_rung_is_a_method_the_link_accepts() {
     let texts: Vec<String> = LADDER.iter().map(|l| l.spec().to_string()).collect();
-    assert_eq!(texts, ["none", "lz4", "zstd:1", "zstd:3", "zstd:6"]);
+    assert_eq!(
+        texts,
+        [
+            "none",
+            "lz4",
+            "zstd:1",
+            "zstd:3",
+            "zstd:6",
+            "zstd:level=9,long=20",
+            "zstd:level=12,long=20"
+        ]
+    );
     for l in LADDER {
         crate::link::check_spec(&l.spec()).expect("accepted");
     }
@@ -182,35 +195,47 @@ fn bulk_traffic_climbs_when_the_link_makes_it_wait() {
 #[test]
 fn a_slow_link_climbs_to_the_top_one_trial_per_step() {
     let mut p = AutoPolicy::new();
-    let seen = switches(&mut p, slow_link, 24);
-    assert_eq!(seen, ["lz4", "zstd:1", "zstd:3", "zstd:6"]);
+    let seen = switches(&mut p, slow_link, 40);
+    assert_eq!(seen, names(&LADDER[1..]));
     // The first bulk interval, a base of BASE_INTERVALS, then per trial a skipped interval,
-    // TRIAL_INTERVALS measured and a fresh base: at the top after 4 trials. The first, from
+    // TRIAL_INTERVALS measured and a fresh base: at the top after TOP trials. The first, from
     // verbatim, measures TRIAL_INTERVALS more: in this model the link carries the compressed
     // bytes at 4:1 whatever the level, so its bytes fall by half and the gain must last.
     let mut q = AutoPolicy::new();
     let levels = run(&mut q, slow_link, 2000);
-    let first_top = levels.iter().position(|l| *l == Level::Zstd(6));
+    let first_top = levels.iter().position(|l| *l == LADDER[TOP]);
     let trial = (TRIAL_SKIP + TRIAL_INTERVALS) as usize;
     assert_eq!(
         first_top,
-        Some(1 + BASE_INTERVALS + TRIAL_INTERVALS as usize + 3 * (trial + BASE_INTERVALS))
+        Some(1 + BASE_INTERVALS + TRIAL_INTERVALS as usize + (TOP - 1) * (trial + BASE_INTERVALS))
     );
-    // At the top the link still waits: trials of the level below check that zstd:6 still pays,
-    // ever more rarely. Each loses 8%, short of a clear loss, so it measures TRIAL_MAX intervals.
-    assert_mostly(&levels, Level::Zstd(6), 95);
+    // At the top the link still waits: trials of the level below check that the top still pays,
+    // ever more rarely. Each loses 7.5%, short of a clear loss, so it measures TRIAL_MAX intervals.
+    assert_mostly(&levels[first_top.unwrap_or(0)..], LADDER[TOP], 95);
 }
 
-/// A policy settled at zstd:6 on a slow link, outside any trial.
+/// The Method texts of `levels`, in order.
+fn names(levels: &[Level]) -> Vec<String> {
+    levels.iter().map(|l| l.spec().to_string()).collect()
+}
+
+/// The Method texts of a walk down the ladder from the top, one rung at a time, to none.
+fn down_from_top() -> Vec<String> {
+    let mut below = names(&LADDER[..TOP]);
+    below.reverse();
+    below
+}
+
+/// A policy settled at the top of the ladder on a slow link, outside any trial.
 fn at_top() -> AutoPolicy {
     climb_to_top(AutoPolicy::new())
 }
 
-/// `p` run on a slow link until settled at zstd:6, outside any trial.
+/// `p` run on a slow link until settled at the top of the ladder, outside any trial.
 fn climb_to_top(mut p: AutoPolicy) -> AutoPolicy {
-    while !(p.level() == Level::Zstd(6) && p.trial.is_none()) {
+    while !(p.level() == LADDER[TOP] && p.trial.is_none()) {
         run(&mut p, slow_link, 1);
-        assert!(p.switches() < 20, "never settled at zstd:6");
+        assert!(p.switches() < 20, "never settled at the top");
     }
     p
 }
@@ -222,9 +247,9 @@ fn a_step_kept_by_chance_is_undone_when_the_far_end_is_the_limit() {
         (30, 80)
     }
     let mut p = at_top();
-    // Steps down keep the throughput, steps up do not gain: down to none within 100 intervals.
-    let seen = switches(&mut p, far_end, 100);
-    assert_eq!(seen.last().map(String::as_str), Some("none"), "{seen:?}");
+    // Steps down keep the throughput, steps up do not gain: down to none within 150 intervals.
+    let seen = switches(&mut p, far_end, 150);
+    assert!(seen.iter().any(|s| s == "none"), "{seen:?}");
     // A trial of lz4 neither gains nor loses here: it measures TRIAL_MAX intervals, and comes
     // back ever later.
     let levels = run(&mut p, far_end, 2000);
@@ -270,7 +295,7 @@ fn a_step_that_pays_resets_the_backoff() {
     assert_eq!(p.up.next, CEILING_INTERVALS * 4);
     // Then the link slows down: once the ceiling opens, lz4 pays and the backoff resets.
     let levels = run(&mut p, slow_link, 200);
-    assert!(levels.contains(&Level::Zstd(6)));
+    assert!(levels.contains(&LADDER[TOP]));
     assert_eq!(p.up.next, CEILING_INTERVALS);
 }
 
@@ -315,7 +340,7 @@ fn an_idle_link_steps_down_while_throughput_holds() {
         (20, 5)
     }
     let seen = switches(&mut p, source_bound, 200);
-    assert_eq!(seen, ["zstd:3", "zstd:1", "lz4", "none"]);
+    assert_eq!(seen, down_from_top());
 }
 
 #[test]
@@ -609,15 +634,15 @@ fn bulk_traffic_starts_where_the_half_last_settled() {
         Level::Zstd(1),
         "a fresh half starts bulk at zstd:1"
     );
-    // A first connection climbs a slow link and settles at zstd:6; the half records it.
+    // A first connection climbs a slow link and settles at the top; the half records it.
     let first = climb_to_top(AutoPolicy::sharing(settled.clone()));
-    assert_eq!(first.settled(), Some(Level::Zstd(6)));
-    assert_eq!(settled.level(), Level::Zstd(6));
+    assert_eq!(first.settled(), Some(LADDER[TOP]));
+    assert_eq!(settled.level(), LADDER[TOP]);
     // A policy of its own starts at none whatever another settled on.
     let mut alone = AutoPolicy::new();
     alone.observe(&pressure(&alone, 80, 10, 0));
     assert_eq!(alone.settled(), Some(Level::None));
-    // The next one starts idle at none, and its first bulk interval takes it to zstd:6.
+    // The next one starts idle at none, and its first bulk interval takes it to the top.
     let mut next = AutoPolicy::sharing(settled.clone());
     assert_eq!(
         next.observe(&obs(&next, 200, 100, 100)),
@@ -627,7 +652,7 @@ fn bulk_traffic_starts_where_the_half_last_settled() {
     assert_eq!(next.settled(), None, "idle");
     assert_eq!(
         switch(&mut next, |p| pressure(p, 80, 10, 0)).as_deref(),
-        Some("zstd:6")
+        Some(LADDER[TOP].spec().to_string().as_str())
     );
     assert_eq!(next.switches(), 1);
     // From there the policy is the same: a source-bound transfer steps down.
@@ -635,7 +660,7 @@ fn bulk_traffic_starts_where_the_half_last_settled() {
         (20, 5)
     }
     let seen = switches(&mut next, source_bound, 200);
-    assert_eq!(seen, ["zstd:3", "zstd:1", "lz4", "none"]);
+    assert_eq!(seen, down_from_top());
     assert_eq!(next.settled(), Some(Level::None));
     assert_eq!(settled.level(), Level::None, "the half follows");
     // A trial is not a settled level.
@@ -648,13 +673,13 @@ fn bulk_traffic_starts_where_the_half_last_settled() {
 #[test]
 fn a_step_up_just_kept_is_not_doubted_at_once() {
     // At the top of a slow link the writes still wait, and the way up is closed: a trial of the
-    // level below checks now and then that zstd:6 still pays, but not in the intervals right
-    // after zstd:6 was kept.
+    // level below checks now and then that the top still pays, but not in the intervals right
+    // after the top was kept.
     let mut p = at_top();
     let quiet = switches(&mut p, slow_link, CEILING_INTERVALS as usize - 1);
     assert!(quiet.is_empty(), "{quiet:?}");
     let seen = switches(&mut p, slow_link, 2);
-    assert_eq!(seen, ["zstd:3"]);
+    assert_eq!(seen, names(&LADDER[TOP - 1..TOP]));
 }
 
 #[test]

@@ -100,3 +100,18 @@ fn a_frame_asking_for_a_window_above_the_cap_is_refused() {
     assert!(err.contains("too much memory"), "{err}");
     assert!(d.memory() < 1 << 20, "{}", d.memory());
 }
+
+#[test]
+fn the_top_of_the_auto_ladder_stays_under_8_mib_per_half() {
+    // `auto` reaches its wide-window rungs only on a slow link; a connection there holds the
+    // top rung's compressor and a decompressor of the same window on each half.
+    let data = sample(8 << 20);
+    let top = crate::link::auto::LADDER[crate::link::auto::LADDER.len() - 1].spec();
+    let (c, d, link) = run(&top, &data);
+    eprintln!(
+        "{top}: compressor {c} B, decompressor {d} B, ratio {:.2}",
+        data.len() as f64 / link as f64
+    );
+    assert!(d > 1 << crate::link::auto::WIDE_WINDOW_LOG, "{d}");
+    assert!(c + d < 8 << 20, "compressor {c} + decompressor {d}");
+}
