@@ -20,8 +20,8 @@ const REQUIRE: &str = "channel_binding=require";
 fn refuse_unbound(config: &ConnConfig, how: &str) -> Result<(), ConnError> {
     if config.tls.channel_binding == ChannelBindingMode::Require {
         return Err(ConnError::Auth(format!(
-            "{REQUIRE}, but {how}: use sslmode=require or stronger and a scram-sha-256 login, \
-             or drop {REQUIRE}"
+            "{REQUIRE}, but {how}: channel binding needs TLS (a TCP host and sslmode=require \
+             or stronger) and a scram-sha-256 login; or drop {REQUIRE}"
         )));
     }
     Ok(())

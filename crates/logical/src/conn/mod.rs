@@ -512,6 +512,86 @@ mod tests {
         }
     }
 
+    /// A server on 127.0.0.1 that reads the SSLRequest, answers `answer` in one write, and
+    /// with `login` then reads the StartupMessage and lets the client in (AuthenticationOk,
+    /// ReadyForQuery) without a password.
+    fn fake_server(answer: &'static [u8], login: bool) -> (u16, std::thread::JoinHandle<()>) {
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut request = [0u8; 8];
+            s.read_exact(&mut request).unwrap();
+            assert_eq!(request, tls::ssl_request());
+            s.write_all(answer).unwrap();
+            if login {
+                let mut len = [0u8; 4];
+                s.read_exact(&mut len).unwrap();
+                let mut rest = vec![0u8; u32::from_be_bytes(len) as usize - 4];
+                s.read_exact(&mut rest).unwrap();
+                s.write_all(&frame(b'R', &0u32.to_be_bytes())).unwrap();
+                s.write_all(&frame(b'Z', b"I")).unwrap();
+            }
+            // Wait for the client to hang up.
+            let _ = s.read(&mut [0u8; 64]);
+        });
+        (port, server)
+    }
+
+    fn connect_to(port: u16, tls: &str) -> Result<Connection, ConnError> {
+        let config = ConnConfig::parse(
+            &format!("host=127.0.0.1 port={port} user=u dbname=d {tls}"),
+            &Env::default(),
+        )
+        .unwrap();
+        Connection::connect(&config)
+    }
+
+    #[test]
+    fn what_the_server_answers_to_the_tls_request() {
+        // Bytes after 'S' before the handshake: refused, not handed to TLS or the protocol.
+        let (port, server) = fake_server(b"SR\0\0\0\x08\0\0\0\0", false);
+        let e = connect_to(port, "sslmode=require")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("unencrypted bytes"), "{e}");
+        server.join().unwrap();
+        // Not 'S' or 'N'.
+        let (port, server) = fake_server(b"E", false);
+        let e = connect_to(port, "sslmode=prefer")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("0x45"), "{e}");
+        server.join().unwrap();
+        // 'N' where TLS is required.
+        let (port, server) = fake_server(b"N", false);
+        let e = connect_to(port, "sslmode=verify-full sslrootcert=/nonexistent")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("does not support TLS (sslmode=verify-full)"),
+            "{e}"
+        );
+        server.join().unwrap();
+        // 'N' under prefer: on without TLS, on the same connection.
+        let (port, server) = fake_server(b"N", true);
+        let conn = connect_to(port, "sslmode=prefer").unwrap();
+        assert!(!conn.is_tls() && !conn.is_channel_bound());
+        drop(conn);
+        server.join().unwrap();
+        // ... unless channel binding is required: a login without it is refused.
+        let (port, server) = fake_server(b"N", true);
+        let e = connect_to(port, "channel_binding=require")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("without channel binding"), "{e}");
+        server.join().unwrap();
+    }
+
     #[test]
     fn a_quiet_socket_times_out_and_a_huge_length_is_refused() {
         let (mine, mut theirs) = UnixStream::pair().unwrap();
