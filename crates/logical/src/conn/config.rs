@@ -246,6 +246,14 @@ impl Raw {
             "sslcert" => &mut self.sslcert,
             "sslkey" => &mut self.sslkey,
             "channel_binding" => &mut self.channel_binding,
+            // This client has no GSSAPI: without it is what disable and prefer end in.
+            "gssencmode" if matches!(value.as_str(), "disable" | "prefer") => return Ok(()),
+            "gssencmode" | "sslcrl" | "sslcrldir" | "sslpassword" | "requirepeer"
+            | "krbsrvname" | "gsslib" | "sslnegotiation" => {
+                return Err(ConnError::Config(format!(
+                    "{key}={value}: this client does not support {key}; leave it out"
+                )))
+            }
             // Accepted and ignored.
             "connect_timeout"
             | "client_encoding"
@@ -630,6 +638,8 @@ mod tests {
             "port=x",
             "dbname='open",
             "sslmode=strict",
+            "gssencmode=require",
+            "sslcrl=/crl.pem",
             "channel_binding=maybe",
             "sslrootcert=system sslmode=require",
         ] {

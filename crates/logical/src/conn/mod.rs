@@ -267,7 +267,20 @@ impl Connection {
             tls: true,
         };
         let (client, roots) = tls::client_config(&config.tls).map_err(handshake_failed)?;
-        let name = tls::server_name(host).map_err(handshake_failed)?;
+        let name = match tls::server_name(host) {
+            Ok(name) => name,
+            // Only verify-full checks the name; the others need one for rustls alone, and an
+            // address sends no SNI.
+            Err(_) if config.tls.mode != SslMode::VerifyFull => match tcp.peer_addr() {
+                Ok(peer) => rustls_pki_types::ServerName::IpAddress(peer.ip().into()),
+                Err(e) => {
+                    return Err(handshake_failed(ConnError::io("reading the peer address")(
+                        e,
+                    )))
+                }
+            },
+            Err(e) => return Err(handshake_failed(e)),
+        };
         let mut session = rustls::ClientConnection::new(client, name)
             .map_err(|e| handshake_failed(ConnError::Tls(format!("starting TLS: {e}"))))?;
         while session.is_handshaking() {

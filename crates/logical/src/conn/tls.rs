@@ -67,7 +67,7 @@ fn provider() -> Arc<CryptoProvider> {
 
 /// Where the trusted roots came from, for error messages.
 #[derive(Debug, Clone)]
-pub struct RootsFrom(String);
+pub(crate) struct RootsFrom(String);
 
 impl fmt::Display for RootsFrom {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -203,7 +203,9 @@ fn client_identity(
 }
 
 /// The rustls client for `tls`, and what it trusts (for error messages).
-pub fn client_config(tls: &TlsConfig) -> Result<(Arc<ClientConfig>, Option<RootsFrom>), ConnError> {
+pub(crate) fn client_config(
+    tls: &TlsConfig,
+) -> Result<(Arc<ClientConfig>, Option<RootsFrom>), ConnError> {
     let provider = provider();
     let roots = roots(tls)?;
     let from = roots.as_ref().map(|(_, f)| f.clone());
@@ -240,13 +242,13 @@ pub fn client_config(tls: &TlsConfig) -> Result<(Arc<ClientConfig>, Option<Roots
 }
 
 /// The name rustls checks the certificate against (and sends as SNI when it is a DNS name).
-pub fn server_name(host: &str) -> Result<ServerName<'static>, ConnError> {
+pub(crate) fn server_name(host: &str) -> Result<ServerName<'static>, ConnError> {
     ServerName::try_from(host.to_owned())
         .map_err(|e| ConnError::Tls(format!("host \"{host}\" cannot be a TLS server name: {e}")))
 }
 
 /// One line for a failed handshake: what did not verify and what to do about it.
-pub fn handshake_error(
+pub(crate) fn handshake_error(
     e: &std::io::Error,
     host: &str,
     mode: SslMode,
