@@ -11,7 +11,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use logical::conn::{ConnConfig, Connection, Env};
+use logical::conn::{ConnConfig, Connection, CopyEvent, Env, StartOptions};
+use logical::{CopyMessage, Decoder, Lsn, Message, Options, Streaming};
 use logical_support::{assert_same, ours, pgcompress, test_decoding};
 use pgtest::Cluster;
 use rcgen::{
@@ -423,4 +424,53 @@ fn channel_binding_and_client_certificates() {
         0o600,
     );
     connect("127.0.0.1", "certu", "sslmode=require").expect("default client certificate");
+
+    // Read timeouts of a millisecond while a large transaction streams over TLS: a timeout
+    // that cuts a TLS record leaves it whole for the next read, so every change arrives.
+    cluster
+        .psql(
+            "CREATE TABLE big (id int PRIMARY KEY, v text); CREATE PUBLICATION p FOR TABLE big;
+             SELECT pg_create_logical_replication_slot('s_big', 'pgoutput');
+             INSERT INTO big SELECT g, repeat(md5(g::text), 8) FROM generate_series(1, 20000) g;",
+        )
+        .expect("big transaction");
+    let mut conn = connect("localhost", "repl", "sslmode=require").expect("connect");
+    conn.start_replication(&StartOptions {
+        slot: "s_big".into(),
+        start: Lsn::INVALID,
+        proto_version: 3,
+        publications: vec!["p".into()],
+        streaming: false,
+        messages: false,
+    })
+    .expect("START_REPLICATION");
+    let mut dec = Decoder::new(Options {
+        proto_version: 3,
+        streaming: Streaming::Off,
+    })
+    .expect("decoder");
+    let (mut inserts, mut timeouts) = (0, 0u64);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let event = conn
+            .recv_copy(std::time::Duration::from_millis(1))
+            .expect("recv over TLS");
+        let Some(CopyEvent::Data(d)) = event else {
+            timeouts += 1;
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no commit after {inserts} inserts"
+            );
+            continue;
+        };
+        if let CopyMessage::XLogData(x) = CopyMessage::decode(&d).expect("copy message") {
+            match dec.decode(x.payload).expect("pgoutput") {
+                Message::Insert(_) => inserts += 1,
+                Message::Commit(_) => break,
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(inserts, 20_000);
+    eprintln!("20000 inserts over TLS through {timeouts} read timeouts of 1 ms");
 }
