@@ -101,10 +101,18 @@ pub(super) fn startup(conn: &mut Connection, config: &ConnConfig) -> Result<(), 
     conn.flush()?;
     let mut scram: Option<ScramSha256> = None;
     let mut plus = false;
+    let mut scram_done = false;
     loop {
         let f = conn.read_frame_blocking()?;
         match f.parse()? {
             Message::AuthenticationOk => {
+                if scram.is_some() && !scram_done {
+                    // Without SASLFinal the server never proved it knows the password (nor,
+                    // with PLUS, that it sits at the other end of this TLS session).
+                    return Err(ConnError::Auth(
+                        "the server ended SCRAM without its final message; refusing".into(),
+                    ));
+                }
                 if !conn.channel_bound {
                     refuse_unbound(
                         config,
@@ -165,6 +173,7 @@ pub(super) fn startup(conn: &mut Connection, config: &ConnConfig) -> Result<(), 
                 })?;
                 // The server's signature covers the channel binding it checked.
                 conn.channel_bound = plus;
+                scram_done = true;
             }
             Message::ParameterStatus(p) => {
                 if let (Ok(n), Ok(v)) = (p.name(), p.value()) {

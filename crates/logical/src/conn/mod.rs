@@ -525,10 +525,13 @@ mod tests {
         }
     }
 
-    /// A server on 127.0.0.1 that reads the SSLRequest, answers `answer` in one write, and
-    /// with `login` then reads the StartupMessage and lets the client in (AuthenticationOk,
-    /// ReadyForQuery) without a password.
-    fn fake_server(answer: &'static [u8], login: bool) -> (u16, std::thread::JoinHandle<()>) {
+    /// A server on 127.0.0.1 that reads the SSLRequest and answers `answer` in one write;
+    /// then, if `replies` is not empty, reads the StartupMessage and sends the first reply,
+    /// and for each further reply reads one client message first.
+    fn fake_server(
+        answer: &'static [u8],
+        replies: Vec<Vec<u8>>,
+    ) -> (u16, std::thread::JoinHandle<()>) {
         let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
         let port = listener.local_addr().unwrap().port();
         let server = std::thread::spawn(move || {
@@ -537,18 +540,24 @@ mod tests {
             s.read_exact(&mut request).unwrap();
             assert_eq!(request, tls::ssl_request());
             s.write_all(answer).unwrap();
-            if login {
-                let mut len = [0u8; 4];
-                s.read_exact(&mut len).unwrap();
-                let mut rest = vec![0u8; u32::from_be_bytes(len) as usize - 4];
-                s.read_exact(&mut rest).unwrap();
-                s.write_all(&frame(b'R', &0u32.to_be_bytes())).unwrap();
-                s.write_all(&frame(b'Z', b"I")).unwrap();
+            for (i, reply) in replies.iter().enumerate() {
+                // The StartupMessage has no tag; every later client message has one.
+                let mut head = vec![0u8; if i == 0 { 4 } else { 5 }];
+                s.read_exact(&mut head).unwrap();
+                let len = &head[head.len() - 4..];
+                let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
+                s.read_exact(&mut vec![0u8; len - 4]).unwrap();
+                s.write_all(reply).unwrap();
             }
             // Wait for the client to hang up.
             let _ = s.read(&mut [0u8; 64]);
         });
         (port, server)
+    }
+
+    /// AuthenticationOk and ReadyForQuery.
+    fn let_in() -> Vec<u8> {
+        [frame(b'R', &0u32.to_be_bytes()), frame(b'Z', b"I")].concat()
     }
 
     fn connect_to(port: u16, tls: &str) -> Result<Connection, ConnError> {
@@ -563,7 +572,7 @@ mod tests {
     #[test]
     fn what_the_server_answers_to_the_tls_request() {
         // Bytes after 'S' before the handshake: refused, not handed to TLS or the protocol.
-        let (port, server) = fake_server(b"SR\0\0\0\x08\0\0\0\0", false);
+        let (port, server) = fake_server(b"SR\0\0\0\x08\0\0\0\0", vec![]);
         let e = connect_to(port, "sslmode=require")
             .err()
             .unwrap()
@@ -571,7 +580,7 @@ mod tests {
         assert!(e.contains("unencrypted bytes"), "{e}");
         server.join().unwrap();
         // Not 'S' or 'N'.
-        let (port, server) = fake_server(b"E", false);
+        let (port, server) = fake_server(b"E", vec![]);
         let e = connect_to(port, "sslmode=prefer")
             .err()
             .unwrap()
@@ -579,7 +588,7 @@ mod tests {
         assert!(e.contains("0x45"), "{e}");
         server.join().unwrap();
         // 'N' where TLS is required.
-        let (port, server) = fake_server(b"N", false);
+        let (port, server) = fake_server(b"N", vec![]);
         let e = connect_to(port, "sslmode=verify-full sslrootcert=/nonexistent")
             .err()
             .unwrap()
@@ -590,18 +599,28 @@ mod tests {
         );
         server.join().unwrap();
         // 'N' under prefer: on without TLS, on the same connection.
-        let (port, server) = fake_server(b"N", true);
+        let (port, server) = fake_server(b"N", vec![let_in()]);
         let conn = connect_to(port, "sslmode=prefer").unwrap();
         assert!(!conn.is_tls() && !conn.is_channel_bound());
         drop(conn);
         server.join().unwrap();
         // ... unless channel binding is required: a login without it is refused.
-        let (port, server) = fake_server(b"N", true);
+        let (port, server) = fake_server(b"N", vec![let_in()]);
         let e = connect_to(port, "channel_binding=require")
             .err()
             .unwrap()
             .to_string();
         assert!(e.contains("without channel binding"), "{e}");
+        server.join().unwrap();
+        // A server that starts SCRAM and lets the client in without SASLFinal, the message
+        // that proves it knows the password.
+        let sasl = frame(
+            b'R',
+            &[&10u32.to_be_bytes()[..], b"SCRAM-SHA-256\0\0"].concat(),
+        );
+        let (port, server) = fake_server(b"N", vec![sasl, let_in()]);
+        let e = connect_to(port, "password=pw").err().unwrap().to_string();
+        assert!(e.contains("without its final message"), "{e}");
         server.join().unwrap();
     }
 
