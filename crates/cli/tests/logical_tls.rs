@@ -38,8 +38,10 @@ impl Pki {
     }
 }
 
+/// A CA whose key is P-384, so that what it signs carries ecdsa-with-SHA384 and channel
+/// binding hashes with SHA-384 (the SHA-256 and SHA-1 cases are swapped in below).
 fn ca(name: &str) -> (rcgen::Certificate, KeyPair) {
-    let key = KeyPair::generate().expect("CA key");
+    let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P384_SHA384).expect("CA key");
     let mut p = CertificateParams::new(Vec::new()).expect("CA params");
     p.distinguished_name.push(DnType::CommonName, name);
     p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -391,6 +393,9 @@ fn channel_binding_and_client_certificates() {
         let mut conn = connect("localhost", "repl", &tls).unwrap_or_else(|e| panic!("{tls}: {e}"));
         assert!(conn.is_tls(), "{tls}");
         assert_eq!(conn.is_channel_bound(), bound, "{tls}");
+        let cert = conn.server_certificate().expect("TLS");
+        let hash = logical::conn::tls::tls_server_end_point(cert).expect("hash");
+        assert_eq!(hash.len(), 48, "the P-384 CA signs with SHA-384");
         let sys = conn.identify_system().expect("IDENTIFY_SYSTEM");
         assert_eq!(sys.dbname.as_deref(), Some("postgres"));
         // The server's view of this session.
@@ -424,6 +429,79 @@ fn channel_binding_and_client_certificates() {
         0o600,
     );
     connect("127.0.0.1", "certu", "sslmode=require").expect("default client certificate");
+
+    // The binding hash follows the server certificate's signature: SHA-384 so far; now
+    // certificates signed with ECDSA SHA-256, RSA SHA-256 and RSA SHA-1 (bound with SHA-256),
+    // each checked by the server itself.
+    let data = cluster.data_dir();
+    let key = KeyPair::generate().expect("key");
+    let p256 = CertificateParams::new(vec!["localhost".to_owned()])
+        .expect("params")
+        .self_signed(&key)
+        .expect("P-256 certificate");
+    let mut swaps = vec![("ecdsa-sha256", p256.pem(), key.serialize_pem(), 32)];
+    for digest in ["sha256", "sha1"] {
+        let (crt, key) = (pki.path("rsa.crt"), pki.path("rsa.key"));
+        let o = std::process::Command::new("openssl")
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-subj",
+                "/CN=localhost",
+            ])
+            .args(["-days", "2", &format!("-{digest}"), "-keyout"])
+            .arg(&key)
+            .arg("-out")
+            .arg(&crt)
+            .output()
+            .expect("openssl (scripts/setup.sh installs it)");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        swaps.push((
+            if digest == "sha1" {
+                "rsa-sha1"
+            } else {
+                "rsa-sha256"
+            },
+            std::fs::read_to_string(&crt).expect("crt"),
+            std::fs::read_to_string(&key).expect("key"),
+            32,
+        ));
+    }
+    for (what, crt, key, hash_len) in swaps {
+        write(&data.join("server.crt"), &crt, 0o644);
+        write(&data.join("server.key"), &key, 0o600);
+        // Any reload will do: the postmaster reads the certificate files again.
+        cluster.set_guc_and_reload("ssl", "on").expect("reload");
+        let conn = connect(
+            "localhost",
+            "repl",
+            "sslmode=require channel_binding=require",
+        )
+        .unwrap_or_else(|e| panic!("{what}: {e}\n{}", cluster.log_tail(5)));
+        let der = conn.server_certificate().expect("TLS").to_vec();
+        let file_der = std::process::Command::new("openssl")
+            .args(["x509", "-outform", "DER"])
+            .stdin(std::fs::File::open(data.join("server.crt")).expect("crt"))
+            .output()
+            .expect("openssl x509")
+            .stdout;
+        assert_eq!(
+            der, file_der,
+            "{what}: the server shows the new certificate"
+        );
+        assert!(conn.is_channel_bound(), "{what}");
+        assert_eq!(
+            logical::conn::tls::tls_server_end_point(&der)
+                .expect("hash")
+                .len(),
+            hash_len,
+            "{what}"
+        );
+        eprintln!("{what}: bound with a {hash_len}-byte tls-server-end-point hash");
+    }
 
     // Read timeouts of a millisecond while a large transaction streams over TLS: a timeout
     // that cuts a TLS record leaves it whole for the next read, so every change arrives.

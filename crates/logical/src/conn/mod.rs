@@ -314,6 +314,11 @@ impl Connection {
         self.server_cert.is_some()
     }
 
+    /// The server's certificate (DER) when the connection runs over TLS.
+    pub fn server_certificate(&self) -> Option<&[u8]> {
+        self.server_cert.as_deref()
+    }
+
     /// Whether the login used SCRAM channel binding (SCRAM-SHA-256-PLUS), which proves the
     /// server that checked the password is the one at the other end of this TLS session.
     pub fn is_channel_bound(&self) -> bool {
