@@ -366,6 +366,19 @@ fn bad_certificates_and_unbound_logins_are_refused_with_one_line() {
         assert!(err.contains(want), "{tls}: want {want:?} in: {err}");
         eprintln!("{tls}: {}", err.trim_end());
     }
+    // The same settings from the environment.
+    let o = pgcompress()
+        .env("HOME", home)
+        .env("PGSSLMODE", "verify-ca")
+        .env("PGSSLROOTCERT", &other)
+        .args(["logical", "recv", "--slot", "s", "--publication", "p", "-o"])
+        .arg(&out)
+        .arg("--dbname")
+        .arg(conninfo(&cluster, "127.0.0.1", "repl", ""))
+        .output()
+        .expect("run pgcompress");
+    let err = refused(&o);
+    assert!(err.contains("does not verify against"), "{err}");
     assert!(!out.exists(), "a refused run wrote output");
 }
 
@@ -429,6 +442,16 @@ fn channel_binding_and_client_certificates() {
         0o600,
     );
     connect("127.0.0.1", "certu", "sslmode=require").expect("default client certificate");
+    // And the root certificate from ~/.postgresql/root.crt, which also makes require check
+    // the chain.
+    std::fs::copy(pki.path("ca.crt"), dot.join("root.crt")).expect("copy");
+    connect("localhost", "repl", "sslmode=verify-full").expect("default root certificate");
+    std::fs::copy(pki.path("other-ca.crt"), dot.join("root.crt")).expect("copy");
+    let e = connect("127.0.0.1", "repl", "sslmode=require")
+        .err()
+        .expect("require with an unrelated root.crt");
+    assert!(e.to_string().contains("does not verify against"), "{e}");
+    std::fs::remove_file(dot.join("root.crt")).expect("rm");
 
     // The binding hash follows the server certificate's signature: SHA-384 so far; now
     // certificates signed with ECDSA SHA-256, RSA SHA-256 and RSA SHA-1 (bound with SHA-256),
