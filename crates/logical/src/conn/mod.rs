@@ -100,7 +100,7 @@ struct Failed {
 }
 
 impl Failed {
-    fn final_(error: ConnError) -> Failed {
+    fn no_retry(error: ConnError) -> Failed {
         Failed {
             error,
             retry: false,
@@ -200,11 +200,11 @@ impl Connection {
                 "connecting to {host}:{}",
                 config.port
             )))
-            .map_err(Failed::final_)?;
+            .map_err(Failed::no_retry)?;
         // Status updates are small and must not wait for Nagle.
         tcp.set_nodelay(true)
             .map_err(ConnError::io("setting TCP_NODELAY"))
-            .map_err(Failed::final_)?;
+            .map_err(Failed::no_retry)?;
         let mut conn = match want {
             Want::No => Connection::over(Stream::Tcp(tcp)),
             Want::IfOffered | Want::Must => Connection::negotiate_tls(tcp, config, host, want)?,
@@ -227,16 +227,16 @@ impl Connection {
         host: &str,
         want: Want,
     ) -> Result<Connection, Failed> {
-        let io = |what: &'static str| move |e| Failed::final_(ConnError::io(what)(e));
+        let io = |what: &'static str| move |e| Failed::no_retry(ConnError::io(what)(e));
         tcp.write_all(&tls::ssl_request())
             .map_err(io("sending the TLS request"))?;
         // Exactly one byte: whatever follows it belongs to the TLS handshake.
         let mut answer = [0u8; 1];
         tcp.read_exact(&mut answer)
             .map_err(io("reading the answer to the TLS request"))?;
-        if !tls::parse_answer(answer[0]).map_err(Failed::final_)? {
+        if !tls::parse_answer(answer[0]).map_err(Failed::no_retry)? {
             if want == Want::Must {
-                return Err(Failed::final_(ConnError::Tls(format!(
+                return Err(Failed::no_retry(ConnError::Tls(format!(
                     "the server does not support TLS (sslmode={}): turn ssl on in the \
                      server, or use sslmode=prefer or disable to connect without it",
                     config.tls.mode.as_str()
@@ -253,7 +253,7 @@ impl Connection {
         tcp.set_nonblocking(false)
             .map_err(io("setting the socket blocking"))?;
         if matches!(early, Ok(n) if n > 0) {
-            return Err(Failed::final_(ConnError::Tls(format!(
+            return Err(Failed::no_retry(ConnError::Tls(format!(
                 "{host}:{} sent unencrypted bytes after agreeing to TLS and before the \
                  handshake (a man in the middle?); refusing the connection",
                 config.port
