@@ -177,6 +177,19 @@ for name in none pglz lz4 zstd; do
     method_id=$((method_id + 1))
 done
 
+# tls_end_point: server certificates (DER) signed with ECDSA SHA-256 and SHA-384, RSA
+# SHA-256 and Ed25519, when the openssl command is there.
+if command -v openssl >/dev/null; then
+    for spec in "ec -pkeyopt ec_paramgen_curve:P-256 -sha256" "ec -pkeyopt ec_paramgen_curve:P-384 -sha384" \
+        "rsa:2048 -sha256" "ed25519"; do
+        name="$(echo "$spec" | tr -c 'a-zA-Z0-9\n' '-' | cut -c1-40)"
+        # shellcheck disable=SC2086
+        openssl req -x509 -newkey $spec -nodes -keyout /dev/null -subj /CN=localhost -days 1 \
+            -outform DER -out "$tmp/cert.der" 2>/dev/null &&
+            seed tls_end_point "$name" <"$tmp/cert.der"
+    done
+fi
+
 # --- run ------------------------------------------------------------------------------
 cd "$fuzz"
 failed=()

@@ -18,6 +18,8 @@ command -v runuser >/dev/null 2>&1 || missing+=(util-linux)
 # wal2json: an output plugin the logical-decoding tests can compare pgoutput with.
 ls /usr/lib/postgresql/15/lib/wal2json.so >/dev/null 2>&1 || missing+=(postgresql-15-wal2json)
 command -v cc >/dev/null 2>&1 || missing+=(build-essential)
+# openssl: certificates with signatures rcgen cannot make (RSA, SHA-1) for the TLS tests.
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 # Python with venv for moto_server, the S3-compatible server of the archive tests.
 PYTHON=/usr/bin/python3
 "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3 python3-venv)

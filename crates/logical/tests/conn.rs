@@ -43,6 +43,7 @@ fn config(c: &Cluster, user: &str, password: Option<&str>) -> ConnConfig {
         dbname: "postgres".into(),
         password: password.map(Into::into),
         application_name: "conn-test".into(),
+        tls: Default::default(),
     }
 }
 

@@ -14,7 +14,13 @@ pgcompress logical recv --dbname postgresql://repl@db1/shop --slot cdc \\\n     
 --publication orders,customers --spill-dir /fast/spill --spill-compression zstd:1 \\\n      \
 --work-mem 256MB -o - | jq .\n  \
 PGPASSWORD=... pgcompress logical recv -d 'host=db1 user=repl dbname=shop' \\\n      \
---slot cdc --publication p -o out.jsonl --stop-at-lsn 0/3000000 --json\n\n\
+--slot cdc --publication p -o out.jsonl --stop-at-lsn 0/3000000 --json\n  \
+pgcompress logical recv -d 'host=db1.example.com dbname=shop sslmode=verify-full \\\n      \
+sslrootcert=/etc/pg/ca.pem channel_binding=require' --slot cdc --publication p -o out.jsonl\n\n\
+TLS as libpq: sslmode disable, allow, prefer (default), require, verify-ca or verify-full; \
+sslrootcert (default ~/.postgresql/root.crt, or system), sslcert and sslkey for a client \
+certificate, channel_binding disable, prefer (default) or require; PGSSLMODE, PGSSLROOTCERT, \
+PGSSLCERT, PGSSLKEY, PGCHANNELBINDING. Unix sockets never use TLS.\n\n\
 The role needs the REPLICATION attribute (or superuser), the server wal_level = logical, and the \
 publications must exist (CREATE PUBLICATION p FOR TABLE ...). Large transactions are streamed by the \
 server while in progress and held here, in memory up to --work-mem and then in compressed spill files \
@@ -37,8 +43,9 @@ pub enum LogicalCommand {
 
 #[derive(Args, Debug)]
 pub struct RecvArgs {
-    /// Connection: libpq key=value string or postgresql:// URI; PGHOST, PGPORT, PGUSER,
-    /// PGDATABASE, PGPASSWORD and PGPASSFILE fill what it leaves out.
+    /// Connection: libpq key=value string or postgresql:// URI (sslmode and the other TLS
+    /// keys included); PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD, PGPASSFILE and
+    /// PGSSLMODE fill what it leaves out.
     #[arg(short = 'd', long, value_name = "CONNINFO", default_value = "")]
     pub dbname: String,
     /// The logical replication slot (pgoutput).

@@ -1,7 +1,9 @@
 //! Connection settings as libpq takes them (`libpq.sgml` "Connection Strings" and
 //! "Environment Variables"): a `key=value` conninfo string or a `postgresql://` URI, with
-//! `PGHOST`, `PGPORT`, `PGUSER`, `PGDATABASE`, `PGPASSWORD` and `PGPASSFILE` filling what the
-//! string leaves out, and the password file (`~/.pgpass`) as the last resort for a password.
+//! `PGHOST`, `PGPORT`, `PGUSER`, `PGDATABASE`, `PGPASSWORD`, `PGPASSFILE` and the TLS
+//! variables (`PGSSLMODE`, `PGSSLROOTCERT`, `PGSSLCERT`, `PGSSLKEY`, `PGCHANNELBINDING`)
+//! filling what the string leaves out, and the password file (`~/.pgpass`) as the last
+//! resort for a password.
 
 use std::path::{Path, PathBuf};
 
@@ -36,6 +38,124 @@ pub struct ConnConfig {
     pub password: Option<String>,
     /// `application_name`, shown in `pg_stat_replication`.
     pub application_name: String,
+    /// TLS and channel binding (`sslmode`, `sslrootcert`, `sslcert`, `sslkey`,
+    /// `channel_binding`); unused on Unix sockets, which never use TLS (as in libpq).
+    pub tls: TlsConfig,
+}
+
+/// libpq's `sslmode` (`libpq.sgml` "Protection Provided in Different Modes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SslMode {
+    /// No TLS.
+    Disable,
+    /// Without TLS first; with TLS when the server refuses that.
+    Allow,
+    /// With TLS first, falling back to none when the server does not speak it or the TLS
+    /// attempt fails (libpq's default).
+    Prefer,
+    /// TLS only; the certificate chain is checked only when the root certificate file exists.
+    Require,
+    /// TLS only; the certificate chain must verify against the root certificate(s).
+    VerifyCa,
+    /// As `VerifyCa`, and the certificate must name the host connected to.
+    VerifyFull,
+}
+
+impl SslMode {
+    fn parse(s: &str) -> Result<Self, ConnError> {
+        Ok(match s {
+            "disable" => SslMode::Disable,
+            "allow" => SslMode::Allow,
+            "prefer" => SslMode::Prefer,
+            "require" => SslMode::Require,
+            "verify-ca" => SslMode::VerifyCa,
+            "verify-full" => SslMode::VerifyFull,
+            other => {
+                return Err(ConnError::Config(format!(
+                    "invalid sslmode \"{other}\": use disable, allow, prefer, require, verify-ca or verify-full"
+                )))
+            }
+        })
+    }
+
+    /// The name as libpq spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SslMode::Disable => "disable",
+            SslMode::Allow => "allow",
+            SslMode::Prefer => "prefer",
+            SslMode::Require => "require",
+            SslMode::VerifyCa => "verify-ca",
+            SslMode::VerifyFull => "verify-full",
+        }
+    }
+}
+
+/// libpq's `channel_binding`: whether SCRAM binds the login to the TLS connection
+/// (SCRAM-SHA-256-PLUS with `tls-server-end-point`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChannelBindingMode {
+    /// Never.
+    Disable,
+    /// When TLS is on and the server offers SCRAM-SHA-256-PLUS (libpq's default).
+    Prefer,
+    /// Always: any other way to log in is refused.
+    Require,
+}
+
+impl ChannelBindingMode {
+    fn parse(s: &str) -> Result<Self, ConnError> {
+        Ok(match s {
+            "disable" => ChannelBindingMode::Disable,
+            "prefer" => ChannelBindingMode::Prefer,
+            "require" => ChannelBindingMode::Require,
+            other => {
+                return Err(ConnError::Config(format!(
+                    "invalid channel_binding \"{other}\": use disable, prefer or require"
+                )))
+            }
+        })
+    }
+}
+
+/// Where the trusted root certificates come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RootCert {
+    /// A PEM file of one or more certificates (it may not exist: then nothing is trusted,
+    /// which is an error only for verify-ca and verify-full).
+    File(PathBuf),
+    /// The system's trusted roots (`sslrootcert=system`, which makes verify-full the
+    /// default and the only mode allowed, as in libpq).
+    System,
+}
+
+/// The TLS half of a [`ConnConfig`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsConfig {
+    /// `sslmode`, default prefer.
+    pub mode: SslMode,
+    /// `sslrootcert`, default `~/.postgresql/root.crt`.
+    pub root_cert: Option<RootCert>,
+    /// `sslcert`, default `~/.postgresql/postgresql.crt`; sent when the file exists.
+    pub cert: Option<PathBuf>,
+    /// `sslkey`, default `~/.postgresql/postgresql.key`.
+    pub key: Option<PathBuf>,
+    /// `channel_binding`, default prefer.
+    pub channel_binding: ChannelBindingMode,
+}
+
+impl Default for TlsConfig {
+    /// libpq's defaults without a home directory: prefer TLS, trust nothing, no client
+    /// certificate, bind the channel when possible.
+    fn default() -> Self {
+        TlsConfig {
+            mode: SslMode::Prefer,
+            root_cert: None,
+            cert: None,
+            key: None,
+            channel_binding: ChannelBindingMode::Prefer,
+        }
+    }
 }
 
 /// The environment a [`ConnConfig`] falls back on; [`Env::from_process`] reads the real one,
@@ -56,6 +176,16 @@ pub struct Env {
     pub passfile: Option<String>,
     /// `PGAPPNAME`
     pub application_name: Option<String>,
+    /// `PGSSLMODE`
+    pub sslmode: Option<String>,
+    /// `PGSSLROOTCERT`
+    pub sslrootcert: Option<String>,
+    /// `PGSSLCERT`
+    pub sslcert: Option<String>,
+    /// `PGSSLKEY`
+    pub sslkey: Option<String>,
+    /// `PGCHANNELBINDING`
+    pub channel_binding: Option<String>,
     /// The login name (`USER`), libpq's default user.
     pub os_user: Option<String>,
     /// `HOME`, for `~/.pgpass`.
@@ -74,6 +204,11 @@ impl Env {
             password: v("PGPASSWORD"),
             passfile: v("PGPASSFILE"),
             application_name: v("PGAPPNAME"),
+            sslmode: v("PGSSLMODE"),
+            sslrootcert: v("PGSSLROOTCERT"),
+            sslcert: v("PGSSLCERT"),
+            sslkey: v("PGSSLKEY"),
+            channel_binding: v("PGCHANNELBINDING"),
             os_user: v("USER").or_else(|| v("LOGNAME")),
             home: v("HOME"),
         }
@@ -89,6 +224,11 @@ struct Raw {
     password: Option<String>,
     passfile: Option<String>,
     application_name: Option<String>,
+    sslmode: Option<String>,
+    sslrootcert: Option<String>,
+    sslcert: Option<String>,
+    sslkey: Option<String>,
+    channel_binding: Option<String>,
 }
 
 impl Raw {
@@ -101,16 +241,30 @@ impl Raw {
             "password" => &mut self.password,
             "passfile" => &mut self.passfile,
             "application_name" => &mut self.application_name,
-            // Accepted and ignored: this client speaks plain TCP or Unix sockets only.
-            "connect_timeout" | "client_encoding" | "options" | "fallback_application_name"
-            | "keepalives" | "keepalives_idle" | "keepalives_interval" | "keepalives_count"
-            | "target_session_attrs" | "replication" => return Ok(()),
-            "sslmode" if matches!(value.as_str(), "disable" | "allow" | "prefer") => return Ok(()),
-            "sslmode" => {
+            "sslmode" => &mut self.sslmode,
+            "sslrootcert" => &mut self.sslrootcert,
+            "sslcert" => &mut self.sslcert,
+            "sslkey" => &mut self.sslkey,
+            "channel_binding" => &mut self.channel_binding,
+            // This client has no GSSAPI: without it is what disable and prefer end in.
+            "gssencmode" if matches!(value.as_str(), "disable" | "prefer") => return Ok(()),
+            "gssencmode" | "sslcrl" | "sslcrldir" | "sslpassword" | "requirepeer"
+            | "krbsrvname" | "gsslib" | "sslnegotiation" => {
                 return Err(ConnError::Config(format!(
-                    "sslmode={value}: this client has no TLS; use sslmode=disable or prefer, or a Unix socket"
+                    "{key}={value}: this client does not support {key}; leave it out"
                 )))
             }
+            // Accepted and ignored.
+            "connect_timeout"
+            | "client_encoding"
+            | "options"
+            | "fallback_application_name"
+            | "keepalives"
+            | "keepalives_idle"
+            | "keepalives_interval"
+            | "keepalives_count"
+            | "target_session_attrs"
+            | "replication" => return Ok(()),
             other => {
                 return Err(ConnError::Config(format!(
                     "unknown connection option \"{other}\""
@@ -132,6 +286,7 @@ impl ConnConfig {
         } else {
             parse_keywords(s)?
         };
+        let tls = tls_config(&raw, env)?;
         let host_s = raw
             .host
             .or_else(|| env.host.clone())
@@ -166,6 +321,7 @@ impl ConnConfig {
                 .application_name
                 .or_else(|| env.application_name.clone())
                 .unwrap_or_else(|| "pgcompress".to_owned()),
+            tls,
         };
         if config.password.is_none() {
             let file = raw
@@ -223,6 +379,50 @@ impl ConnConfig {
             Host::Tcp(_) => None,
         }
     }
+}
+
+/// The TLS settings: the string, then the environment, then libpq's defaults (files under
+/// `~/.postgresql`).
+fn tls_config(raw: &Raw, env: &Env) -> Result<TlsConfig, ConnError> {
+    let pick = |r: &Option<String>, e: &Option<String>| r.clone().or_else(|| e.clone());
+    let in_home = |name: &str| {
+        env.home
+            .as_ref()
+            .map(|h| Path::new(h).join(".postgresql").join(name))
+    };
+    let root_cert = match pick(&raw.sslrootcert, &env.sslrootcert) {
+        Some(s) if s == "system" => Some(RootCert::System),
+        Some(s) => Some(RootCert::File(PathBuf::from(s))),
+        None => in_home("root.crt").map(RootCert::File),
+    };
+    let mode = match pick(&raw.sslmode, &env.sslmode) {
+        Some(m) => SslMode::parse(&m)?,
+        None if root_cert == Some(RootCert::System) => SslMode::VerifyFull,
+        None => SslMode::Prefer,
+    };
+    if root_cert == Some(RootCert::System) && mode != SslMode::VerifyFull {
+        // Anyone can get a publicly trusted certificate for a name they control: with the
+        // system's roots only the host name check means anything (libpq refuses too).
+        return Err(ConnError::Config(format!(
+            "sslrootcert=system needs sslmode=verify-full, not {}",
+            mode.as_str()
+        )));
+    }
+    let channel_binding = match pick(&raw.channel_binding, &env.channel_binding) {
+        Some(c) => ChannelBindingMode::parse(&c)?,
+        None => ChannelBindingMode::Prefer,
+    };
+    Ok(TlsConfig {
+        mode,
+        root_cert,
+        cert: pick(&raw.sslcert, &env.sslcert)
+            .map(PathBuf::from)
+            .or_else(|| in_home("postgresql.crt")),
+        key: pick(&raw.sslkey, &env.sslkey)
+            .map(PathBuf::from)
+            .or_else(|| in_home("postgresql.key")),
+        channel_binding,
+    })
 }
 
 fn split_passfile_line(line: &str) -> Vec<String> {
@@ -437,10 +637,65 @@ mod tests {
             "bogus=1",
             "port=x",
             "dbname='open",
-            "sslmode=require",
+            "sslmode=strict",
+            "gssencmode=require",
+            "sslcrl=/crl.pem",
+            "channel_binding=maybe",
+            "sslrootcert=system sslmode=require",
         ] {
             assert!(ConnConfig::parse(s, &env()).is_err(), "{s}");
         }
+    }
+
+    #[test]
+    fn tls_settings_and_their_defaults() {
+        let home = Env {
+            home: Some("/home/me".into()),
+            ..env()
+        };
+        let c = ConnConfig::parse("host=db", &home).unwrap();
+        assert_eq!(
+            c.tls,
+            TlsConfig {
+                mode: SslMode::Prefer,
+                root_cert: Some(RootCert::File("/home/me/.postgresql/root.crt".into())),
+                cert: Some("/home/me/.postgresql/postgresql.crt".into()),
+                key: Some("/home/me/.postgresql/postgresql.key".into()),
+                channel_binding: ChannelBindingMode::Prefer,
+            }
+        );
+        let c = ConnConfig::parse(
+            "postgresql://db/x?sslmode=verify-ca&sslrootcert=/ca.pem&sslcert=/c&sslkey=/k&channel_binding=require",
+            &home,
+        )
+        .unwrap();
+        assert_eq!(
+            c.tls,
+            TlsConfig {
+                mode: SslMode::VerifyCa,
+                root_cert: Some(RootCert::File("/ca.pem".into())),
+                cert: Some("/c".into()),
+                key: Some("/k".into()),
+                channel_binding: ChannelBindingMode::Require,
+            }
+        );
+        // The environment fills in; the string wins.
+        let e = Env {
+            sslmode: Some("require".into()),
+            channel_binding: Some("disable".into()),
+            sslrootcert: Some("system".into()),
+            ..env()
+        };
+        assert!(ConnConfig::parse("host=db", &e).is_err());
+        let c = ConnConfig::parse("host=db sslmode=verify-full", &e).unwrap();
+        assert_eq!(c.tls.root_cert, Some(RootCert::System));
+        assert_eq!(c.tls.channel_binding, ChannelBindingMode::Disable);
+        let c = ConnConfig::parse("host=db sslrootcert=system", &env()).unwrap();
+        assert_eq!(c.tls.mode, SslMode::VerifyFull);
+        assert_eq!(
+            ConnConfig::parse("", &env()).unwrap().tls,
+            TlsConfig::default()
+        );
     }
 
     #[test]

@@ -30,6 +30,20 @@ pub enum ConnError {
         /// The DETAIL field, if any.
         detail: Option<String>,
     },
+    /// TLS could not be set up, or the server's certificate did not verify.
+    #[error("TLS: {0}")]
+    Tls(String),
+    /// Both attempts that `sslmode=allow` or `prefer` make failed: the error of the second,
+    /// with the first's for context.
+    #[error("{second} (the first attempt, {first_tls}, failed too: {first})")]
+    BothAttempts {
+        /// What the first attempt was: "with TLS" or "without TLS".
+        first_tls: &'static str,
+        /// The first attempt's error.
+        first: Box<ConnError>,
+        /// The second attempt's error.
+        second: Box<ConnError>,
+    },
     /// Authentication could not proceed.
     #[error("authentication: {0}")]
     Auth(String),
@@ -61,6 +75,7 @@ impl ConnError {
     pub fn sqlstate(&self) -> Option<&str> {
         match self {
             ConnError::Server { code, .. } => Some(code),
+            ConnError::BothAttempts { second, .. } => second.sqlstate(),
             _ => None,
         }
     }
