@@ -47,6 +47,7 @@ fn options(args: &RecvArgs, progress: bool) -> RecvOptions {
     o.stop_at_lsn = args.stop_at_lsn;
     o.idle_exit = args.idle_exit.map(seconds);
     o.progress_interval = progress.then_some(Duration::from_secs(1));
+    o.proto_version = args.proto_version;
     o
 }
 

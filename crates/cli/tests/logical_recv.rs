@@ -7,8 +7,8 @@
 mod logical_support;
 
 use logical_support::{
-    assert_same, cluster, has_wal2json, ours, recv, run_psql, test_decoding, w2j_normalise,
-    wal2json,
+    assert_same, cluster, has_wal2json, ours, recv, recv_command, run_psql, test_decoding,
+    w2j_normalise, wal2json,
 };
 use pgtest::Cluster;
 use std::thread;
@@ -239,6 +239,92 @@ fn same_changes_as_test_decoding_when_streaming_and_spilling() {
 #[test]
 fn same_changes_as_test_decoding_at_default_work_mem() {
     run_case(None, "64MB", "zstd:1");
+}
+
+/// Every pgoutput protocol version the server speaks (1 to 3 on PostgreSQL 15, 1 to 4 from 16)
+/// gives test_decoding's changes: version 1 without streaming (the server holds and spills the
+/// large transactions itself and sends them at commit), 2 and up streamed and spilled here.
+/// A version the server does not speak is refused in one line before anything is written.
+#[test]
+fn every_protocol_version_the_server_speaks_gives_the_same_changes() {
+    let cluster = cluster(Some("64kB"));
+    let highest = match cluster.install().major() {
+        15 => 3,
+        _ => 4,
+    };
+    cluster.psql(SCHEMA).expect("schema");
+    let mut slots = String::new();
+    for v in 1..=highest {
+        slots += &format!("SELECT pg_create_logical_replication_slot('ours_v{v}', 'pgoutput');");
+    }
+    slots += "SELECT pg_create_logical_replication_slot('td', 'test_decoding');";
+    cluster.psql(&slots).expect("slots");
+    cluster.psql(WORKLOAD).expect("workload");
+    interleaved(&cluster);
+    let stop = cluster.current_wal_lsn().expect("lsn");
+    let theirs = test_decoding(&cluster, "td");
+    assert!(
+        theirs.len() > 10_000,
+        "workload too small: {}",
+        theirs.len()
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+
+    let refused = recv_command(&cluster, "ours_v1")
+        .arg("-o")
+        .arg(dir.path().join("refused.jsonl"))
+        .args(["--proto-version", &(highest + 1).to_string()])
+        .output()
+        .expect("run pgcompress");
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "pgoutput protocol version {} is not one",
+            highest + 1
+        )),
+        "{err}"
+    );
+    assert!(!dir.path().join("refused.jsonl").exists());
+
+    for v in 1..=highest {
+        let slot = format!("ours_v{v}");
+        let out = dir.path().join(format!("v{v}.jsonl"));
+        let version = v.to_string();
+        recv(
+            &cluster,
+            &slot,
+            &out,
+            &stop,
+            &["--proto-version", &version, "--work-mem", "64kB"],
+        );
+        let mine: Vec<_> = ours(&out).into_iter().map(|(c, _)| c).collect();
+        assert_same(&mine, &theirs);
+        let (streamed, spilled) = cluster
+            .query_one(&format!(
+                "SELECT stream_txns || ' ' || spill_txns FROM pg_stat_replication_slots \
+                 WHERE slot_name = '{slot}'"
+            ))
+            .expect("slot stats")
+            .split_once(' ')
+            .map(|(a, b)| (a.to_owned(), b.to_owned()))
+            .expect("two numbers");
+        if v == 1 {
+            assert_eq!(streamed, "0", "version 1 cannot stream");
+            assert_ne!(
+                spilled, "0",
+                "the server held nothing: the test lost its point"
+            );
+        } else {
+            assert_ne!(streamed, "0", "version {v}: the server streamed nothing");
+        }
+        eprintln!(
+            "proto_version {v}: {} changes equal test_decoding's (server streamed {streamed}, \
+             spilled {spilled} transactions)",
+            mine.len()
+        );
+    }
 }
 
 /// --create-slot, SIGTERM (exit 0 with everything durable), a restart with --if-not-exists

@@ -96,6 +96,11 @@ pub struct RecvArgs {
     /// Exit after S seconds without any data from the server.
     #[arg(long, value_name = "S")]
     pub idle_exit: Option<f64>,
+    /// pgoutput protocol version, 1 to the highest the server speaks (3 on PostgreSQL 15, 4
+    /// from 16) [default: the highest]. Version 1 has no streaming: large transactions arrive
+    /// at commit.
+    #[arg(long, value_name = "N")]
+    pub proto_version: Option<u32>,
     /// Print a JSON summary at exit (to stdout, or stderr when the output is stdout).
     #[arg(long)]
     pub json: bool,

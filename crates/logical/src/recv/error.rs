@@ -50,6 +50,20 @@ pub enum RecvError {
         #[source]
         source: OutputError,
     },
+    /// The pgoutput protocol version asked for is one the server (or this decoder) does not
+    /// speak.
+    #[error(
+        "pgoutput protocol version {asked} is not one PostgreSQL {server_major} speaks \
+         (1 to {highest}): leave --proto-version out for the highest"
+    )]
+    ProtoVersion {
+        /// The version asked for.
+        asked: u32,
+        /// The server's major version.
+        server_major: u32,
+        /// The highest version the server speaks.
+        highest: u32,
+    },
     /// The spill directory could not be created.
     #[error("creating spill directory {}", path.display())]
     SpillDir {

@@ -82,15 +82,27 @@ impl std::fmt::Debug for Recv {
 }
 
 impl Recv {
-    /// Connects, creates the slot if asked, starts replication with the highest protocol
-    /// version the server speaks (`streaming` from version 2, `messages` on), and only then
-    /// opens the output (cutting a torn tail) and the spill store (removing leftover spill
-    /// files): a slot streams to one session at a time, so a second run started on the same
-    /// slot by mistake fails before it could touch the first one's files.
+    /// Connects, creates the slot if asked, starts replication with the protocol version asked
+    /// for or else the highest the server speaks (`streaming` from version 2, `messages` on),
+    /// and only then opens the output (cutting a torn tail) and the spill store (removing
+    /// leftover spill files): a slot streams to one session at a time, so a second run started
+    /// on the same slot by mistake fails before it could touch the first one's files.
     pub fn start(config: &ConnConfig, opts: RecvOptions) -> Result<Recv, RecvError> {
         let mut conn =
             Connection::connect(config).map_err(RecvError::conn("connecting for replication"))?;
-        let proto = proto_version_for(conn.server_major().unwrap_or(15));
+        let server_major = conn.server_major().unwrap_or(15);
+        let highest = proto_version_for(server_major);
+        let proto = match opts.proto_version {
+            None => highest,
+            Some(asked) if (1..=highest).contains(&asked) => asked,
+            Some(asked) => {
+                return Err(RecvError::ProtoVersion {
+                    asked,
+                    server_major,
+                    highest,
+                })
+            }
+        };
         let streaming = proto >= 2;
         conn.identify_system()
             .map_err(RecvError::conn("IDENTIFY_SYSTEM"))?;

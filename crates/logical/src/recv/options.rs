@@ -53,6 +53,10 @@ pub struct RecvOptions {
     pub idle_exit: Option<Duration>,
     /// How often [`super::Recv::run`] reports [`super::Progress`]; `None` never.
     pub progress_interval: Option<Duration>,
+    /// The pgoutput protocol version to ask for; `None` for the highest the server speaks
+    /// (3 on PostgreSQL 15, 4 from 16). Version 1 has no streaming: the server holds large
+    /// transactions and sends them at commit.
+    pub proto_version: Option<u32>,
 }
 
 impl RecvOptions {
@@ -75,6 +79,7 @@ impl RecvOptions {
             stop_at_lsn: None,
             idle_exit: None,
             progress_interval: None,
+            proto_version: None,
         }
     }
 
