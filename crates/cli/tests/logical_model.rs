@@ -5,9 +5,11 @@
 //! `--work-mem`. What `logical recv` writes must equal test_decoding from a slot made at the
 //! same position, change for change, in commit order, with each spill compression.
 //!
-//! The run prints its seed; `PGCOMPRESS_MODEL_SEED=N` replays one, and
-//! `PGCOMPRESS_MODEL_TRANSACTIONS=N` sets how many transactions each session runs (the CI
-//! run: 4 sessions of 50; `scripts/logical-model.sh` runs longer ones in a loop).
+//! Four sessions run at any moment: each of four lanes opens one session (a psql connection
+//! running its own random script) after another. The run prints its seed;
+//! `PGCOMPRESS_MODEL_SEED=N` replays one, `PGCOMPRESS_MODEL_SESSIONS=N` sets how many sessions
+//! run in all (CI: 200) and `PGCOMPRESS_MODEL_TRANSACTIONS=N` how many transactions each runs
+//! (CI: 2); `scripts/logical-model.sh` runs larger ones in a loop.
 
 mod logical_support;
 
@@ -20,7 +22,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-/// Sessions running at once.
+/// Sessions running at once (the lanes of the concurrent test, the sessions of a round of the
+/// kill -9 test).
 const SESSIONS: u64 = 4;
 /// Spill compressions each run is received with.
 const SPILLS: [&str; 3] = ["lz4", "zstd:1", "none"];
@@ -139,31 +142,55 @@ fn concurrent_random_sessions_equal_test_decoding() {
             .map_or(1, |d| d.as_nanos() as u64)
             | 1
     });
-    let transactions = env_u64("PGCOMPRESS_MODEL_TRANSACTIONS").unwrap_or(50);
+    let total = env_u64("PGCOMPRESS_MODEL_SESSIONS")
+        .unwrap_or(200)
+        .max(SESSIONS);
+    let transactions = env_u64("PGCOMPRESS_MODEL_TRANSACTIONS").unwrap_or(2);
+    let per_lane = total.div_ceil(SESSIONS);
     eprintln!(
-        "model seed {seed} ({SESSIONS} sessions x {transactions} transactions; replay with \
-         PGCOMPRESS_MODEL_SEED={seed})"
+        "model seed {seed} ({} sessions of {transactions} transactions, {SESSIONS} at once; \
+         replay with PGCOMPRESS_MODEL_SEED={seed})",
+        per_lane * SESSIONS
     );
     let slots: Vec<String> = SPILLS.iter().map(|spill| slot(spill)).collect();
     let cluster = model_cluster(&slots);
 
-    let mut rng = Rng(seed);
     let dir = tempfile::tempdir().expect("tempdir");
     let (psql, conninfo) = (cluster.install().bin("psql"), cluster.conninfo());
-    let sessions: Vec<_> = (0..SESSIONS)
-        .map(|s| {
-            let sql = session_script(&mut rng, s, 0, transactions);
-            let script = write_script(dir.path(), &format!("session{s}"), &sql);
-            spawn_psql(
-                &psql,
-                &conninfo,
-                script,
-                format!("session {s} (seed {seed})"),
-            )
+    // Every script is written before the lanes start, so a seed gives the same sessions
+    // whatever the timing.
+    let mut rng = Rng(seed);
+    let lanes: Vec<Vec<PathBuf>> = (0..SESSIONS)
+        .map(|lane| {
+            (0..per_lane)
+                .map(|n| {
+                    let sql = session_script(&mut rng, lane, n, transactions);
+                    write_script(dir.path(), &format!("lane{lane}-{n}"), &sql)
+                })
+                .collect()
         })
         .collect();
-    for s in sessions {
-        s.join().expect("session thread");
+    let lanes: Vec<_> = lanes
+        .into_iter()
+        .enumerate()
+        .map(|(lane, scripts)| {
+            let (psql, conninfo) = (psql.clone(), conninfo.clone());
+            thread::spawn(move || {
+                for (n, script) in scripts.into_iter().enumerate() {
+                    spawn_psql(
+                        &psql,
+                        &conninfo,
+                        script,
+                        format!("lane {lane} session {n} (seed {seed})"),
+                    )
+                    .join()
+                    .expect("session thread");
+                }
+            })
+        })
+        .collect();
+    for lane in lanes {
+        lane.join().expect("lane");
     }
     let stop = cluster.current_wal_lsn().expect("lsn");
     let theirs = test_decoding(&cluster, "td");
