@@ -149,7 +149,7 @@ fn bench_spill_refuses_unknown_workloads_and_specs() {
 
 /// The acceptance bound on memory: a streamed transaction of over 1 GB of changes held with
 /// `--work-mem 64MB`, the consumer's peak resident memory under 256 MB. Takes minutes and 4 GB of disk;
-/// run with `cargo test -p cli --test bench_spill -- --ignored`.
+/// `scripts/memory-bounds.sh` runs it.
 #[test]
 #[ignore]
 fn a_gigabyte_transaction_stays_under_256mb() {

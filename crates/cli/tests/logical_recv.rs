@@ -428,8 +428,7 @@ fn sigterm_finishes_durably_and_a_restart_continues() {
 
 /// The acceptance bound on memory, on the `logical recv` process itself: a streamed transaction of
 /// over 1 GB of changes held with `--work-mem 64MB` while its peak resident memory stays under 256 MB.
-/// Takes a few minutes and about 3 GB of disk; run with
-/// `cargo test -p cli --test logical_recv -- --ignored`.
+/// Takes a few minutes and about 3 GB of disk; `scripts/memory-bounds.sh` runs it.
 #[test]
 #[ignore]
 fn a_gigabyte_transaction_through_logical_recv_stays_under_256mb() {
