@@ -212,6 +212,7 @@ pub(crate) fn error_response_code(code: &str, message: &str) -> Vec<u8> {
 fn spawn_stats_writer(
     stats: Arc<Stats>,
     path: Option<PathBuf>,
+    gate: StatsGate,
 ) -> Option<tokio::task::JoinHandle<()>> {
     let path = path?;
     Some(tokio::spawn(async move {
@@ -220,12 +221,26 @@ fn spawn_stats_writer(
             tick.tick().await;
             let snapshot = stats.snapshot();
             let path = path.clone();
+            let gate = Arc::clone(&gate);
             // File I/O off the async workers. A failed periodic write is retried next
             // second; the final one reports its error.
-            let _ = tokio::task::spawn_blocking(move || snapshot.write_atomic(&path)).await;
+            let _ = tokio::task::spawn_blocking(move || {
+                let closed = gate.lock().unwrap_or_else(|e| e.into_inner());
+                if !*closed {
+                    let _ = snapshot.write_atomic(&path);
+                }
+            })
+            .await;
         }
     }))
 }
+
+/// Orders the writes of the stats file. Aborting the periodic writer does not stop a write
+/// it already handed to a blocking thread: without the gate, that write and the final one
+/// shared the temporary file, and whichever renamed second failed ("No such file or
+/// directory") or put an older snapshot over the final one. The final write sets the flag;
+/// a periodic write that comes after it writes nothing.
+type StatsGate = Arc<std::sync::Mutex<bool>>;
 
 /// Joins the tasks that already finished; returns how many still run.
 fn reap(tasks: &mut tokio::task::JoinSet<()>) -> usize {
@@ -288,7 +303,12 @@ where
         listener,
         metrics,
     } = s;
-    let writer = spawn_stats_writer(stats.clone(), stats_file.map(Path::to_path_buf));
+    let gate = StatsGate::default();
+    let writer = spawn_stats_writer(
+        stats.clone(),
+        stats_file.map(Path::to_path_buf),
+        Arc::clone(&gate),
+    );
     let scraper = metrics.map(|l| metrics::spawn(l, stats.clone()));
     let mut tasks = tokio::task::JoinSet::new();
     let mut refusals = tokio::task::JoinSet::new();
@@ -351,9 +371,13 @@ where
     let snapshot = stats.snapshot();
     if let Some(path) = stats_file {
         let (s, p) = (snapshot.clone(), path.to_path_buf());
-        tokio::task::spawn_blocking(move || s.write_atomic(&p))
-            .await
-            .map_err(|e| NetError::io("writing the stats file", std::io::Error::other(e)))??;
+        tokio::task::spawn_blocking(move || {
+            let mut closed = gate.lock().unwrap_or_else(|e| e.into_inner());
+            *closed = true;
+            s.write_atomic(&p)
+        })
+        .await
+        .map_err(|e| NetError::io("writing the stats file", std::io::Error::other(e)))??;
     }
     Ok(snapshot)
 }
