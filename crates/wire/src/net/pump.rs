@@ -318,6 +318,21 @@ fn is_dropped(e: &std::io::Error) -> bool {
     )
 }
 
+/// What a failed write of the decode pump means. The side it writes to (PostgreSQL on the
+/// server half, the application on the client half) may close first: a backend that ended
+/// the session (a FATAL error, pg_terminate_backend) before the client's Terminate arrived,
+/// or an application that exits without reading the rest. Once the session is over, a write
+/// refused with a broken pipe or a reset reaches no one who could still read it, so the
+/// pump ends quietly, as a direct connection would; before that it is an error.
+fn write_refused(e: std::io::Error, ctx: &DirectionCtx) -> Result<(), NetError> {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+    let gone = matches!(e.kind(), BrokenPipe | ConnectionReset | ConnectionAborted);
+    if gone && ctx.session_over.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    Err(NetError::io(format!("{} write", ctx.direction), e))
+}
+
 /// Time a link gets to take its TLS close_notify when a connection ends.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -400,9 +415,9 @@ where
                 told_ready = true;
             }
             if out.len() >= HIGH_WATER {
-                dst.write_all(&out)
-                    .await
-                    .map_err(|e| NetError::io(what("write"), e))?;
+                if let Err(e) = dst.write_all(&out).await {
+                    return write_refused(e, ctx);
+                }
                 out.clear();
             }
         }
@@ -410,7 +425,12 @@ where
         if ctx.direction == Direction::FrontendToBackend && out.ends_with(TERMINATE) {
             ctx.session_over.store(true, Ordering::Release);
         }
-        write_flushed(&mut dst, &out, ctx.direction).await?;
+        if let Err(e) = write_flushed(&mut dst, &out, ctx.direction).await {
+            return match e {
+                NetError::Io { source, .. } => write_refused(source, ctx),
+                e => Err(e),
+            };
+        }
         out.clear();
         let now = decoder.counters();
         ctx.add(&counted, &now);

@@ -413,3 +413,43 @@ async fn auto_climbs_while_the_link_makes_the_pump_wait() {
     );
     assert_eq!(counters.snapshot().method_switches, methods.len() as u64);
 }
+
+/// The side a decode pump writes to closed first (a backend that ended the session before
+/// the client's Terminate arrived, an application that exited without reading the rest).
+/// Once the session is over, the refused write ends the pump quietly, with no error line;
+/// while the session is still on, the same refusal is an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_refused_after_the_session_ended_is_a_quiet_end() {
+    for session_over in [true, false] {
+        let spec = parse_spec("none").expect("spec");
+        let mut encoder = LinkEncoder::new(Direction::FrontendToBackend, SenderConfig::new(spec))
+            .expect("encoder");
+        encoder.session_ready();
+        // A Sync: a message after which the session goes on (a Terminate would end it).
+        let sync = [b'S', 0, 0, 0, 4];
+        encoder.push_bytes(Some(b'S'), &sync).expect("push");
+        encoder.flush().expect("flush");
+        let link_bytes = encoder.output().to_vec();
+        let (mut link, link_peer) = tokio::io::duplex(64 * 1024);
+        let (out, out_peer) = tokio::io::duplex(64 * 1024);
+        // PostgreSQL's side is gone before the Terminate reaches it.
+        drop(out_peer);
+        let mut decoder = LinkDecoder::new(Direction::FrontendToBackend, spec).expect("decoder");
+        decoder.session_ready();
+        let dctx = ctx(Direction::FrontendToBackend);
+        dctx.session_over.store(session_over, Ordering::Release);
+        let pump =
+            tokio::spawn(async move { decode(link_peer, out, decoder, Vec::new(), &dctx).await });
+        link.write_all(&link_bytes).await.expect("write");
+        let ended = tokio::time::timeout(Duration::from_secs(5), pump)
+            .await
+            .expect("the pump ended")
+            .expect("join");
+        if session_over {
+            ended.expect("a quiet end once the session is over");
+        } else {
+            let err = ended.expect_err("a refused write mid-session is an error");
+            assert!(err.to_string().contains("frontend->backend write"), "{err}");
+        }
+    }
+}
