@@ -28,6 +28,10 @@
 //!   [`CEILING_INTERVALS`] intervals, twice as long after each failed trial in a row (up to
 //!   [`BACKOFF_MAX`] times). On cores shared with PostgreSQL and its client, compressing can
 //!   slow a transfer even while it waits on the link.
+//!   While the link keeps the pump waiting for at least [`SATURATED`] hundredths of an interval
+//!   and the encoder's share, times what the next rung costs ([`NEXT_COST`]), stays under
+//!   [`FAST_ROOM`], a compressing direction climbs one rung per interval without a trial, up to
+//!   zstd:6 ([`FAST_TOP`]): from there trials take over.
 //! - **Throughput** is compressible bytes per second. An interval in which the source paused
 //!   (psql between two tables, a commit), and the one after, measure no level: they count
 //!   neither in a trial nor in its base.
@@ -146,6 +150,28 @@ impl Settled {
 
 /// Fraction (in hundredths) of an interval spent on an activity that makes it the bottleneck.
 const BUSY: u32 = 50;
+/// Fraction (in hundredths) of an interval the link must make the pump wait for a step up
+/// without a trial ([`FAST_TOP`]).
+const SATURATED: u32 = 70;
+/// Encoder share (in hundredths) a step up without a trial may lead to, by the cost of the
+/// next rung ([`NEXT_COST`]): well under [`BUSY`], so the compressor does not become the limit.
+const FAST_ROOM: u32 = 40;
+/// Index in [`LADDER`] of the highest level reached without a trial (zstd:6): the rungs
+/// above cost more memory and CPU, and are tried as before.
+const FAST_TOP: usize = 4;
+/// CPU per byte of the rung above each rung below [`FAST_TOP`], in tenths of this rung's
+/// (TPC-H CSV and pgbench rows: zstd:3 about 2.5 times zstd:1's, zstd:6 about 4 times
+/// zstd:3's); rungs below [`FIRST_BULK`] never climb without a trial.
+const NEXT_COST: [u32; FAST_TOP] = [0, 0, 25, 40];
+
+/// Whether an interval at `level` in which writes waited `write` and the encoder took
+/// `encode` hundredths of the time lets the direction climb a rung without a trial.
+fn climbs_at_once(level: usize, write: u32, encode: u32) -> bool {
+    level >= FIRST_BULK
+        && level < FAST_TOP
+        && write >= SATURATED
+        && encode * NEXT_COST[level] <= FAST_ROOM * 10
+}
 /// Fraction (in hundredths) below which an activity counts as idle.
 const IDLE: u32 = 20;
 
@@ -600,7 +626,12 @@ impl AutoPolicy {
         }
         if write >= BUSY {
             self.link_idle = 0;
-            if !self.recent.ready() {
+            if climbs_at_once(self.level, write, encode) && self.level < self.up.limit {
+                // The link is full and the encoder nearly idle: a denser level can only move
+                // more, so it is taken now, without a base and a trial. A transfer of a few
+                // seconds on a slow link is over before trials climb a rung every half second.
+                self.set(self.level + 1);
+            } else if !self.recent.ready() {
                 // Too early to have a base.
             } else if self.level < self.up.limit {
                 self.try_step(self.level + 1);

@@ -76,10 +76,14 @@ fn switches(p: &mut AutoPolicy, model: Model, n: usize) -> Vec<String> {
     (0..n).filter_map(|_| step(p, model)).collect()
 }
 
+/// The encoder's share of an interval in the models (percent): enough that no step up is
+/// taken without a trial ([`climbs_at_once`]).
+const ENCODE: u32 = 30;
+
 /// One interval of `model` at the policy's level; the switch it decided, as text.
 fn step(p: &mut AutoPolicy, model: Model) -> Option<String> {
     let (tenths_mib, write) = model(p.level());
-    let o = interval(p, (tenths_mib << 20) / 10, write, 10, 0);
+    let o = interval(p, (tenths_mib << 20) / 10, write, ENCODE, 0);
     p.observe(&o).map(|s| s.to_string())
 }
 
@@ -212,6 +216,66 @@ fn a_slow_link_climbs_to_the_top_one_trial_per_step() {
     // At the top the link still waits: trials of the level below check that the top still pays,
     // ever more rarely. Each loses 7.5%, short of a clear loss, so it measures TRIAL_MAX intervals.
     assert_mostly(&levels[first_top.unwrap_or(0)..], LADDER[TOP], 95);
+}
+
+#[test]
+fn a_full_link_and_an_idle_encoder_climb_a_rung_per_interval_to_zstd_6() {
+    // A fresh half's first bulk transfer on a slow link: the link makes the pump wait most of
+    // each interval and the encoder takes 8%. Each interval climbs a rung without a
+    // trial, so a transfer of a second or two gets a dense level (it was over before trials,
+    // a rung every half second, left zstd:1).
+    let mut p = AutoPolicy::sharing(Arc::new(Settled::new()));
+    let full = |p: &AutoPolicy| interval(p, 4 << 20, 90, 8, 0);
+    assert_eq!(
+        switch(&mut p, full).as_deref(),
+        Some("zstd:1"),
+        "bulk starts"
+    );
+    assert_eq!(switch(&mut p, full).as_deref(), Some("zstd:3"));
+    assert_eq!(switch(&mut p, full).as_deref(), Some("zstd:6"));
+    // The rungs above cost more memory and CPU: trials, after a base, as before.
+    for _ in 0..BASE_INTERVALS - 1 {
+        assert_eq!(switch(&mut p, full), None, "measuring a base");
+    }
+    assert_eq!(
+        switch(&mut p, full).as_deref(),
+        Some(LADDER[FAST_TOP + 1].spec().to_string().as_str())
+    );
+    assert!(p.trial.is_some());
+}
+
+#[test]
+fn a_climb_without_trial_needs_a_full_link_and_a_light_encoder() {
+    // From zstd:1 with no base yet, an interval climbs only when the link is full and the
+    // encoder's share, times the next rung's cost, leaves room; otherwise the policy waits for
+    // a base and tries, as before.
+    // From zstd:1 the next rung costs about 2.5 times the CPU: an encoder at 16% may climb.
+    let light = FAST_ROOM * 10 / NEXT_COST[FIRST_BULK];
+    for (write, encode, climbs) in [
+        (SATURATED, light, true),
+        (100, 0, true),
+        (SATURATED - 1, light, false),
+        (SATURATED, light + 1, false),
+        (BUSY, 1, false),
+    ] {
+        let mut p = AutoPolicy::sharing(Arc::new(Settled::new()));
+        p.observe(&pressure(&p, 90, 5, 0));
+        assert_eq!(p.level(), Level::Zstd(1));
+        let got = switch(&mut p, |p| pressure(p, write, encode, 0));
+        let want = climbs.then(|| "zstd:3".to_string());
+        assert_eq!(got, want, "write {write}%, encode {encode}%");
+    }
+    // Verbatim (after steps down), a full link may be the far end, not the link: the step to
+    // lz4 is tried as before, never taken on trust.
+    let mut q = AutoPolicy::new();
+    q.observe(&pressure(&q, 90, 0, 0));
+    assert_eq!(q.level(), Level::None);
+    assert_eq!(switch(&mut q, |p| pressure(p, 90, 0, 0)), None);
+    // A way up closed by a failed trial stays closed.
+    let mut r = compressing();
+    r.up.close(r.level);
+    switch(&mut r, |p| pressure(p, 90, 0, 0));
+    assert!(r.level() != Level::Zstd(3), "climbed through a closed way");
 }
 
 /// The Method texts of `levels`, in order.
@@ -603,8 +667,9 @@ fn a_trial_too_close_to_call_measures_longer() {
     // trial of zstd:3.
     let trial = |gains: &[u64]| {
         let mut p = compressing();
-        let mib3 =
-            |p: &AutoPolicy, hundredths: u64| interval(p, (3 << 20) * hundredths / 100, 80, 10, 0);
+        let mib3 = |p: &AutoPolicy, hundredths: u64| {
+            interval(p, (3 << 20) * hundredths / 100, 80, ENCODE, 0)
+        };
         assert_eq!(switch(&mut p, |p| mib3(p, 100)).as_deref(), Some("zstd:3"));
         assert_eq!(switch(&mut p, |p| mib3(p, 100)), None, "skipped");
         let mut measured = 0;
@@ -665,7 +730,7 @@ fn bulk_traffic_starts_where_the_half_last_settled() {
     assert_eq!(settled.level(), Level::None, "the half follows");
     // A trial is not a settled level.
     let mut q = compressing();
-    q.observe(&pressure(&q, 80, 10, 0));
+    q.observe(&pressure(&q, 80, ENCODE, 0));
     assert!(q.trial.is_some());
     assert_eq!(q.settled(), None);
 }
