@@ -248,7 +248,7 @@ async fn open_link(
 ) -> Result<(Link, Accept, Vec<u8>), NetError> {
     let config = &shared.config;
     let work = async {
-        let tcp = Endpoint::Tcp(config.server.clone()).connect().await?;
+        let tcp = Endpoint::Tcp(config.server.clone()).connect_link().await?;
         let mut tls = shared
             .connector
             .connect(shared.server_name.clone(), Metered::new(tcp, targets))

@@ -45,12 +45,24 @@ impl Endpoint {
 
     /// Connects to the endpoint.
     pub(crate) async fn connect(&self) -> Result<Stream, NetError> {
+        self.connect_as(Role::Local).await
+    }
+
+    /// Connects to the server half: a link socket ([`tune_link`]).
+    pub(crate) async fn connect_link(&self) -> Result<Stream, NetError> {
+        self.connect_as(Role::Link).await
+    }
+
+    async fn connect_as(&self, role: Role) -> Result<Stream, NetError> {
         match self {
             Endpoint::Tcp(addr) => {
                 let s = TcpStream::connect(addr)
                     .await
                     .map_err(|e| NetError::io(format!("connecting to {addr}"), e))?;
                 let _ = s.set_nodelay(true);
+                if role == Role::Link {
+                    tune_link(&s);
+                }
                 Ok(Box::new(s))
             }
             Endpoint::Unix(path) => {
@@ -64,12 +76,21 @@ impl Endpoint {
 
     /// Binds a listener; a stale socket file nobody listens on is replaced.
     pub(crate) async fn bind(&self) -> Result<Listener, NetError> {
+        self.bind_as(Role::Local).await
+    }
+
+    /// Binds the server half's listener for links ([`tune_link`]).
+    pub(crate) async fn bind_link(&self) -> Result<Listener, NetError> {
+        self.bind_as(Role::Link).await
+    }
+
+    async fn bind_as(&self, role: Role) -> Result<Listener, NetError> {
         match self {
             Endpoint::Tcp(addr) => {
                 let l = TcpListener::bind(addr)
                     .await
                     .map_err(|e| NetError::Config(format!("cannot listen on {addr}: {e}")))?;
-                Ok(Listener::Tcp(l))
+                Ok(Listener::Tcp(l, role))
             }
             Endpoint::Unix(path) => {
                 if path.exists() && UnixStream::connect(path).await.is_err() {
@@ -98,9 +119,31 @@ impl std::fmt::Display for Endpoint {
     }
 }
 
+/// What a TCP socket carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// PostgreSQL's protocol, to an application or a server on this side.
+    Local,
+    /// The link between the two halves.
+    Link,
+}
+
+/// Unsent bytes a link socket may hold (`TCP_NOTSENT_LOWAT`).
+pub(crate) const LINK_UNSENT: u32 = 128 * 1024;
+
+/// Keeps a link socket's unsent bytes under [`LINK_UNSENT`] (bytes in flight still grow with
+/// the path). With the kernel's default, a socket takes up to 4 MiB of compressed bytes before
+/// a write waits: on a slow link that is seconds of traffic compressed at whatever level was
+/// in use, and `--method auto` sees the link as the limit only once it is full. Kept small, the
+/// pump waits as soon as the link does, and what waits is PostgreSQL's bytes, not yet
+/// compressed.
+fn tune_link(s: &TcpStream) {
+    let _ = socket2::SockRef::from(s).set_tcp_notsent_lowat(LINK_UNSENT);
+}
+
 /// A bound listener.
 pub(crate) enum Listener {
-    Tcp(TcpListener),
+    Tcp(TcpListener, Role),
     Unix(UnixListener, PathBuf),
 }
 
@@ -108,7 +151,7 @@ impl Listener {
     /// The address it is bound to, for the "listening on" line.
     pub(crate) fn address(&self) -> String {
         match self {
-            Listener::Tcp(l) => l
+            Listener::Tcp(l, _) => l
                 .local_addr()
                 .map(|a| a.to_string())
                 .unwrap_or_else(|_| "?".to_owned()),
@@ -119,9 +162,12 @@ impl Listener {
     /// Accepts one connection: the stream and a name for its peer.
     pub(crate) async fn accept(&self) -> std::io::Result<(Stream, String)> {
         match self {
-            Listener::Tcp(l) => {
+            Listener::Tcp(l, role) => {
                 let (s, peer) = l.accept().await?;
                 let _ = s.set_nodelay(true);
+                if *role == Role::Link {
+                    tune_link(&s);
+                }
                 Ok((Box::new(s) as Stream, peer.to_string()))
             }
             Listener::Unix(l, p) => {

@@ -68,7 +68,7 @@ pub async fn run_server(
     report: Reporter,
 ) -> Result<StatsSnapshot, NetError> {
     let tls = super::tls::link_server_config(&config.ca, &config.cert, &config.key)?;
-    let listener = config.listen.bind().await?;
+    let listener = config.listen.bind_link().await?;
     let stats = Arc::new(Stats::new(Half::Server, "any".to_owned()));
     let shared = Arc::new(Shared {
         acceptor: TlsAcceptor::from(tls),
