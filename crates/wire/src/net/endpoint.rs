@@ -59,10 +59,7 @@ impl Endpoint {
                 let s = TcpStream::connect(addr)
                     .await
                     .map_err(|e| NetError::io(format!("connecting to {addr}"), e))?;
-                let _ = s.set_nodelay(true);
-                if role == Role::Link {
-                    tune_link(&s);
-                }
+                prepare(&s, role);
                 Ok(Box::new(s))
             }
             Endpoint::Unix(path) => {
@@ -141,6 +138,15 @@ fn tune_link(s: &TcpStream) {
     let _ = socket2::SockRef::from(s).set_tcp_notsent_lowat(LINK_UNSENT);
 }
 
+/// Sets up a TCP socket just connected or accepted: no Nagle delay (messages are flushed
+/// whole), and a link's few unsent bytes.
+fn prepare(s: &TcpStream, role: Role) {
+    let _ = s.set_nodelay(true);
+    if role == Role::Link {
+        tune_link(s);
+    }
+}
+
 /// A bound listener.
 pub(crate) enum Listener {
     Tcp(TcpListener, Role),
@@ -164,10 +170,7 @@ impl Listener {
         match self {
             Listener::Tcp(l, role) => {
                 let (s, peer) = l.accept().await?;
-                let _ = s.set_nodelay(true);
-                if *role == Role::Link {
-                    tune_link(&s);
-                }
+                prepare(&s, *role);
                 Ok((Box::new(s) as Stream, peer.to_string()))
             }
             Listener::Unix(l, p) => {
@@ -182,6 +185,47 @@ impl Drop for Listener {
     fn drop(&mut self) {
         if let Listener::Unix(_, p) = self {
             let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both ends of a link hold few unsent bytes; the sockets to PostgreSQL and to the
+    /// applications keep the kernel's default.
+    #[tokio::test]
+    async fn link_sockets_hold_few_unsent_bytes_and_local_ones_the_default() {
+        let unsent = |s: &TcpStream| {
+            socket2::SockRef::from(s)
+                .tcp_notsent_lowat()
+                .expect("TCP_NOTSENT_LOWAT")
+        };
+        for role in [Role::Link, Role::Local] {
+            let listener = Endpoint::Tcp("127.0.0.1:0".into())
+                .bind_as(role)
+                .await
+                .expect("bind");
+            let Listener::Tcp(l, _) = &listener else {
+                unreachable!("a TCP endpoint binds a TCP listener")
+            };
+            let addr = l.local_addr().expect("address").to_string();
+            let dialed = TcpStream::connect(&addr).await.expect("connect");
+            let (accepted, _) = l.accept().await.expect("accept");
+            prepare(&dialed, role);
+            prepare(&accepted, role);
+            let want = match role {
+                Role::Link => LINK_UNSENT,
+                // Never set: the kernel's default applies.
+                Role::Local => 0,
+            };
+            assert_eq!(
+                (unsent(&dialed), unsent(&accepted)),
+                (want, want),
+                "{role:?}"
+            );
+            assert!(dialed.nodelay().expect("nodelay") && accepted.nodelay().expect("nodelay"));
         }
     }
 }
