@@ -40,7 +40,10 @@
 //!   holds to [`DOWN_KEEP`] hundredths; one that loses throughput steps back and closes the
 //!   levels below the same way.
 //! - **CPU bound** (the encoder took at least half the interval while the link and the source
-//!   both waited little): one step down at once; the level above becomes a ceiling.
+//!   both waited little): a trial one step down (to none from zstd:1), kept if throughput holds to [`DOWN_KEEP`]
+//!   hundredths, and then the level above becomes a ceiling; one that loses throughput steps
+//!   back (the encoder's share counts time the scheduler gave PostgreSQL, and a busy encoder
+//!   can still move more than the level below).
 //! - **Incompressible**: once [`RATIO_WINDOW`] bytes were compressed at a ratio worse than
 //!   [`INCOMPRESSIBLE`], the direction falls back to none; after [`PROBE_FIRST`] more bytes it
 //!   probes the level it left (zstd:1 if that was lz4) with one more window, and each failed
@@ -356,6 +359,9 @@ struct Trial {
     /// The gain is measured again: the first measure paid only by a gain the link's bytes did
     /// not follow.
     confirming: bool,
+    /// A step down taken because the encoder looked like the limit: kept, it closes the way
+    /// up.
+    cpu: bool,
 }
 
 /// A way (up or down the ladder) closed for a while, and how long the next closing lasts.
@@ -575,6 +581,7 @@ impl AutoPolicy {
             intervals: 0,
             seen: 0,
             confirming: false,
+            cpu: false,
         });
         self.level = to;
         self.recent = Recent::default();
@@ -618,7 +625,7 @@ impl AutoPolicy {
         // next writes go at once.
         let measured = read < IDLE && !self.paused;
         self.paused = read >= IDLE;
-        if self.judge_trial(p, measured) {
+        if self.judge_trial(p, measured, read >= IDLE) {
             return;
         }
         if measured {
@@ -648,9 +655,23 @@ impl AutoPolicy {
                 // show the encoder to be one.
                 return;
             }
-            // The encoder is the limit: no trial needed.
-            self.up.close(self.level - 1);
-            self.set(self.level - 1);
+            // The encoder looks like the limit. A trial down tells: the encoder's share also
+            // counts time the scheduler gave PostgreSQL on shared cores, and a level that keeps
+            // the encoder busy can still move more than the one below it (a 1 Gbit/s link:
+            // zstd:1 took 65% of an interval and moved 1.2 times what none moved). From zstd:1
+            // or lz4 the trial goes to none: framing and copying leave lz4 about as costly per
+            // byte as zstd:1 on TPC-H rows, so only verbatim is much cheaper.
+            if self.level > self.down.limit {
+                let to = if self.level <= FIRST_BULK {
+                    self.down.limit
+                } else {
+                    self.level - 1
+                };
+                self.try_step(to);
+                if let Some(t) = self.trial.as_mut() {
+                    t.cpu = true;
+                }
+            }
         } else if write < IDLE {
             self.link_idle += 1;
             if self.link_idle >= DOWN_INTERVALS && self.level > self.down.limit {
@@ -662,8 +683,11 @@ impl AutoPolicy {
     }
 
     /// Counts a bulk interval towards the trial under way, if any; at its end keeps the step
-    /// or undoes it. True while a trial took the interval.
-    fn judge_trial(&mut self, p: &Observation, measured: bool) -> bool {
+    /// or undoes it. True while a trial took the interval. An interval in which the source
+    /// kept the pump waiting (`source_waited`) still counts when it moved more than the base:
+    /// a pause only lowers what an interval moves, and a level that leaves the source the limit
+    /// (verbatim on a fast link) would otherwise never be measured.
+    fn judge_trial(&mut self, p: &Observation, measured: bool, source_waited: bool) -> bool {
         let Some(t) = self.trial.as_mut() else {
             return false;
         };
@@ -672,7 +696,7 @@ impl AutoPolicy {
             return true;
         }
         t.seen += 1;
-        if measured {
+        if measured || (source_waited && Rate::of(p).at_least(&t.base, 100)) {
             t.got.add(Rate::of(p));
             t.intervals += 1;
         }
@@ -719,6 +743,11 @@ impl AutoPolicy {
                 self.down.hold(self.level);
             } else {
                 self.down.next = CEILING_INTERVALS;
+                if t.cpu {
+                    // The encoder was the limit: the level left stays closed for a while, as a
+                    // failed step up would close it.
+                    self.up.close(self.level);
+                }
             }
             // The next base is measured afresh: a trial's intervals still carry what the queues
             // took in.
