@@ -170,8 +170,7 @@ const NEXT_COST: [u32; FAST_TOP] = [0, 0, 25, 40];
 /// Whether an interval at `level` in which writes waited `write` and the encoder took
 /// `encode` hundredths of the time lets the direction climb a rung without a trial.
 fn climbs_at_once(level: usize, write: u32, encode: u32) -> bool {
-    level >= FIRST_BULK
-        && level < FAST_TOP
+    (FIRST_BULK..FAST_TOP).contains(&level)
         && write >= SATURATED
         && encode * NEXT_COST[level] <= FAST_ROOM * 10
 }
