@@ -40,10 +40,10 @@
 //!   holds to [`DOWN_KEEP`] hundredths; one that loses throughput steps back and closes the
 //!   levels below the same way.
 //! - **CPU bound** (the encoder took at least half the interval while the link and the source
-//!   both waited little): a trial one step down (to none from zstd:1), kept if throughput holds to [`DOWN_KEEP`]
-//!   hundredths, and then the level above becomes a ceiling; one that loses throughput steps
-//!   back (the encoder's share counts time the scheduler gave PostgreSQL, and a busy encoder
-//!   can still move more than the level below).
+//!   both waited little): a trial one step down (to none from zstd:1), kept if throughput
+//!   holds to [`DOWN_KEEP`] hundredths, and then the level above becomes a ceiling; one that
+//!   loses throughput steps back (the encoder's share counts time the scheduler gave
+//!   PostgreSQL, and a busy encoder can still move more than the level below).
 //! - **Incompressible**: once [`RATIO_WINDOW`] bytes were compressed at a ratio worse than
 //!   [`INCOMPRESSIBLE`], the direction falls back to none; after [`PROBE_FIRST`] more bytes it
 //!   probes the level it left (zstd:1 if that was lz4) with one more window, and each failed
@@ -569,8 +569,9 @@ impl AutoPolicy {
         self.link_idle = 0;
     }
 
-    /// Steps to `to` on trial, with the throughput measured here as the base.
-    fn try_step(&mut self, to: usize) {
+    /// Steps to `to` on trial, with the throughput measured here as the base; `cpu` when the
+    /// encoder looked like the limit.
+    fn try_step(&mut self, to: usize, cpu: bool) {
         self.trial = Some(Trial {
             from: self.level,
             base: self.recent.sum(),
@@ -580,7 +581,7 @@ impl AutoPolicy {
             intervals: 0,
             seen: 0,
             confirming: false,
-            cpu: false,
+            cpu,
         });
         self.level = to;
         self.recent = Recent::default();
@@ -640,12 +641,12 @@ impl AutoPolicy {
             } else if !self.recent.ready() {
                 // Too early to have a base.
             } else if self.level < self.up.limit {
-                self.try_step(self.level + 1);
+                self.try_step(self.level + 1, false);
             } else if self.level > self.down.limit {
                 // The way up is closed or there is none: check that this level still pays. Writes
                 // also wait when the far end is the limit (PostgreSQL taking rows no faster), and
                 // there a step kept by chance would otherwise stay for good.
-                self.try_step(self.level - 1);
+                self.try_step(self.level - 1, false);
             }
         } else if encode >= BUSY && write < IDLE && read < IDLE && self.level > 0 {
             if !self.recent.ready() {
@@ -666,15 +667,12 @@ impl AutoPolicy {
                 } else {
                     self.level - 1
                 };
-                self.try_step(to);
-                if let Some(t) = self.trial.as_mut() {
-                    t.cpu = true;
-                }
+                self.try_step(to, true);
             }
         } else if write < IDLE {
             self.link_idle += 1;
             if self.link_idle >= DOWN_INTERVALS && self.level > self.down.limit {
-                self.try_step(self.level - 1);
+                self.try_step(self.level - 1, false);
             }
         } else {
             self.link_idle = 0;
@@ -695,8 +693,9 @@ impl AutoPolicy {
             return true;
         }
         t.seen += 1;
-        if measured || (source_waited && Rate::of(p).at_least(&t.base, 100)) {
-            t.got.add(Rate::of(p));
+        let rate = Rate::of(p);
+        if measured || (source_waited && rate.at_least(&t.base, 100)) {
+            t.got.add(rate);
             t.intervals += 1;
         }
         // A source that keeps pausing leaves the trial to be judged on what it measured.

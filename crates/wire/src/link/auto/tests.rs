@@ -62,10 +62,24 @@ fn contended(l: Level) -> (u64, u32) {
 
 /// Runs `model` for `n` intervals; the level of each interval.
 fn run(p: &mut AutoPolicy, model: Model, n: usize) -> Vec<Level> {
+    levels(p, n, |p| {
+        step(p, model);
+    })
+}
+
+/// Observes what `make` builds for `n` intervals; the level of each interval.
+fn observed(p: &mut AutoPolicy, make: fn(&AutoPolicy) -> Observation, n: usize) -> Vec<Level> {
+    levels(p, n, |p| {
+        switch(p, make);
+    })
+}
+
+/// Runs `one` interval after interval, `n` times; the level each started at.
+fn levels(p: &mut AutoPolicy, n: usize, mut one: impl FnMut(&mut AutoPolicy)) -> Vec<Level> {
     (0..n)
         .map(|_| {
             let at = p.level();
-            step(p, model);
+            one(p);
             at
         })
         .collect()
@@ -484,13 +498,7 @@ fn a_busy_encoder_that_moves_more_than_the_level_below_keeps_its_level() {
         }
     }
     let mut p = compressing();
-    let levels: Vec<Level> = (0..500)
-        .map(|_| {
-            let at = p.level();
-            switch(&mut p, gigabit);
-            at
-        })
-        .collect();
+    let levels = observed(&mut p, gigabit, 500);
     assert_mostly(&levels, Level::Zstd(1), 95);
     assert_eq!(count(&levels, Level::Lz4), 0);
 }
@@ -509,13 +517,7 @@ fn a_step_down_to_where_the_source_is_the_limit_is_measured() {
         }
     }
     let mut p = compressing();
-    let levels: Vec<Level> = (0..300)
-        .map(|_| {
-            let at = p.level();
-            switch(&mut p, loopback);
-            at
-        })
-        .collect();
+    let levels = observed(&mut p, loopback, 300);
     assert_mostly(&levels[100..], Level::None, 95);
 }
 
