@@ -121,6 +121,14 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
+    /// The S3-compatible server of `bench archive --sustained` did not start or answer.
+    #[error("the S3-compatible server: {what}: {reason}")]
+    S3Server {
+        /// The step ("creating bucket pgcompress").
+        what: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// The PostgreSQL found is older than the command needs.
     #[error(
         "PostgreSQL {found} found in {}; {command} needs {need} or later ({why}); install it or set {} to its bin directory",

@@ -56,7 +56,8 @@ fn wal(a: BenchWalArgs) -> anyhow::Result<ExitCode> {
 
 fn archive(a: BenchArchiveArgs) -> anyhow::Result<ExitCode> {
     if let Some(seconds) = a.sustained {
-        let report = bench::archive::run_sustained(&me()?, seconds, a.clients)?;
+        let stores: Vec<bench::archive::Store> = a.stores.iter().map(|&s| s.into()).collect();
+        let report = bench::archive::run_sustained(&me()?, seconds, a.clients, &stores)?;
         print(a.json, &report, bench::archive::SustainedReport::text)?;
         if report
             .runs

@@ -180,3 +180,60 @@ fn bench_archive_refuses_a_segment_size_initdb_refuses() {
         assert!(stderr.contains("power of two"), "{size}: {stderr}");
     }
 }
+
+/// `--sustained` end to end on a short run: no archiving, then both tools on a local directory and on the
+/// S3-compatible server, each recovering a base backup through its own prefetching get. Checks that every
+/// run archived something, stored every segment it reports, and recovered the primary's data; no timing.
+#[test]
+fn bench_archive_sustained_archives_and_recovers_with_both_tools_on_both_stores() {
+    let out = Command::new(env!("CARGO_BIN_EXE_pgcompress"))
+        .args([
+            "bench",
+            "archive",
+            "--sustained",
+            "5",
+            "--stores",
+            "local,s3",
+            "--json",
+        ])
+        .output()
+        .expect("pgcompress runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "bench archive --sustained failed: {stderr}"
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let runs = report["runs"].as_array().expect("runs");
+    let archivers: Vec<&str> = runs
+        .iter()
+        .map(|r| r["archiver"].as_str().expect("archiver"))
+        .collect();
+    assert_eq!(
+        archivers,
+        [
+            "none",
+            "pgcompress",
+            "pgbackrest",
+            "pgcompress_s3",
+            "pgbackrest_s3"
+        ]
+    );
+    for r in runs {
+        assert!(u(r, "wal_bytes") > 0, "{r}");
+        assert!(f(r, "wal_mb_per_s") > 0.0, "{r}");
+        if r["archiver"] == "none" {
+            assert_eq!(u(r, "stored_bytes"), 0, "{r}");
+            assert!(r["recovery_s"].is_null(), "{r}");
+            continue;
+        }
+        // pgbench -i alone writes several segments; every one is stored, and compressed.
+        let segments = u(r, "stored_segments");
+        assert!(segments >= 2, "{r}");
+        let stored = u(r, "stored_bytes");
+        assert!(stored > 0 && stored < segments * (16 << 20), "{r}");
+        assert_eq!(r["recovered_identical"], Value::Bool(true), "{r}");
+        assert!(f(r, "recovery_s") > 0.0, "{r}");
+    }
+    assert!(stderr.contains("S3"), "{stderr}");
+}

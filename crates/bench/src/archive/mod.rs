@@ -12,13 +12,14 @@
 mod corpus;
 mod files;
 mod report;
+mod s3;
 mod sustained;
 mod sustained_report;
 mod tools;
 
 pub use report::{CorpusReport, Machine, Relative, Report, ToolInfo, ToolResult, REFERENCES};
 pub use sustained::run_sustained;
-pub use sustained_report::{Archiver, SustainedReport, SustainedRun};
+pub use sustained_report::{Archiver, Store, SustainedReport, SustainedRun};
 pub use tools::{stored_bytes, Tool, GZIP, XZ, ZSTD};
 
 use crate::error::{Context, Error, IoContext, Result};

@@ -6,10 +6,12 @@
 //! every second, and how long it took to drain after pgbench stopped), the bytes stored, the CPU the whole
 //! machine spent, and a recovery of a base backup taken before the run through the whole archive with the
 //! tool's prefetching get (`archive get --prefetch 8`, pgBackRest's async `archive-get`), timed to
-//! promotion and checked against the primary's data.
+//! promotion and checked against the primary's data. Both tools then run again with their repository on an
+//! S3-compatible server (moto_server, one per run, on loopback; see [`super::s3`]).
 
 use super::files::{chown_tree, dir_bytes, mkdir, ready_count, segment_files};
-use super::sustained_report::{Archiver, SustainedReport, SustainedRun, SCALE};
+use super::s3::{S3Server, KEY_ID, SECRET};
+use super::sustained_report::{Archiver, Store, SustainedReport, SustainedRun, SCALE};
 use crate::error::{Context, Error, IoContext, Result};
 use crate::runs::parse_tps;
 use crate::sys::{busy_ticks, ticks_per_second};
@@ -28,10 +30,23 @@ const CHECKSUM_SQL: &str = "SELECT md5(string_agg(aid::text || ':' || abalance, 
     || md5((SELECT string_agg(bid::text || ':' || bbalance, ',' ORDER BY bid) FROM pgbench_branches)) \
     FROM pgbench_accounts";
 
-/// Runs every archiver for `seconds` of pgbench with `clients` clients; `pgcompress` is the binary.
-pub fn run_sustained(pgcompress: &Path, seconds: u32, clients: u32) -> Result<SustainedReport> {
+/// Runs every archiver for `seconds` of pgbench with `clients` clients, both tools on each of `stores`;
+/// `pgcompress` is the binary.
+pub fn run_sustained(
+    pgcompress: &Path,
+    seconds: u32,
+    clients: u32,
+    stores: &[Store],
+) -> Result<SustainedReport> {
+    let mut archivers = vec![Archiver::None];
+    if stores.contains(&Store::Local) {
+        archivers.extend([Archiver::Pgcompress, Archiver::Pgbackrest]);
+    }
+    if stores.contains(&Store::S3) {
+        archivers.extend([Archiver::PgcompressS3, Archiver::PgbackrestS3]);
+    }
     let mut runs = Vec::new();
-    for archiver in [Archiver::None, Archiver::Pgcompress, Archiver::Pgbackrest] {
+    for archiver in archivers {
         eprintln!("bench archive --sustained: {}", archiver.label());
         let r = one_run(pgcompress, archiver, seconds, clients)
             .with_context(|| format!("sustained run with {}", archiver.label()))?;
@@ -48,17 +63,35 @@ pub fn run_sustained(pgcompress: &Path, seconds: u32, clients: u32) -> Result<Su
     })
 }
 
-/// pgBackRest's configuration for a stanza on `data`, asynchronous, two processes.
-fn pgbackrest_conf(dir: &Path, data: &Path, cluster: &Cluster) -> Result<PathBuf> {
+/// Bucket names on the S3-compatible server.
+const PGCOMPRESS_BUCKET: &str = "pgcompress";
+const PGBACKREST_BUCKET: &str = "pgbackrest";
+
+/// pgBackRest's configuration for a stanza on `data`, asynchronous, two processes; its repository in
+/// `dir/repo`, or on `s3` (HTTPS, certificate not verified: moto's is self-signed).
+fn pgbackrest_conf(
+    dir: &Path,
+    data: &Path,
+    cluster: &Cluster,
+    s3: Option<&S3Server>,
+) -> Result<PathBuf> {
     for sub in ["lock", "log", "spool", "repo"] {
         mkdir(&dir.join(sub))?;
     }
     let conf = dir.join("pgbackrest.conf");
+    let repo = match s3 {
+        None => format!("repo1-path={}\n", dir.join("repo").display()),
+        Some(s3) => format!(
+            "repo1-type=s3\nrepo1-path=/repo\nrepo1-s3-bucket={PGBACKREST_BUCKET}\nrepo1-s3-endpoint=127.0.0.1\n\
+             repo1-storage-port={}\nrepo1-s3-region=us-east-1\nrepo1-s3-key={KEY_ID}\n\
+             repo1-s3-key-secret={SECRET}\nrepo1-s3-uri-style=path\nrepo1-storage-verify-tls=n\n",
+            s3.port()
+        ),
+    };
     let text = format!(
-        "[global]\nrepo1-path={repo}\ncompress-type=zst\ncompress-level=3\narchive-async=y\nprocess-max=2\n\
+        "[global]\n{repo}compress-type=zst\ncompress-level=3\narchive-async=y\nprocess-max=2\n\
          spool-path={spool}\nlog-level-console=warn\nlog-level-file=off\nlog-path={log}\nlock-path={lock}\n\n\
          [bench]\npg1-path={data}\npg1-socket-path={sock}\npg1-port={port}\npg1-user={user}\n",
-        repo = dir.join("repo").display(),
         spool = dir.join("spool").display(),
         log = dir.join("log").display(),
         lock = dir.join("lock").display(),
@@ -96,32 +129,52 @@ fn one_run(me: &Path, archiver: Archiver, seconds: u32, clients: u32) -> Result<
         .context("starting the throwaway cluster")?;
     let repo = root.join("repo");
     mkdir(&repo)?;
+    // Each S3 run gets a server of its own, so that no run pays for another's objects.
+    let s3 = if archiver.s3() {
+        let server = S3Server::start(archiver.pgbackrest())?;
+        let bucket = if archiver.pgbackrest() {
+            PGBACKREST_BUCKET
+        } else {
+            PGCOMPRESS_BUCKET
+        };
+        server.create_bucket(bucket)?;
+        Some((server, bucket))
+    } else {
+        None
+    };
     let (archive_command, restore_command) = match archiver {
         Archiver::None => ("true".to_owned(), None),
-        Archiver::Pgcompress => {
+        Archiver::Pgcompress | Archiver::PgcompressS3 => {
             let spool = root.join("spool");
             let fetch = root.join("fetch-spool");
             mkdir(&spool)?;
             mkdir(&fetch)?;
+            // The credentials go in the command's environment, as an operator would set them.
+            let (prefix, repo_args) = match &s3 {
+                Some((server, bucket)) => (
+                    format!("env AWS_ACCESS_KEY_ID={KEY_ID} AWS_SECRET_ACCESS_KEY={SECRET} "),
+                    format!("--repo s3://{bucket}/wal --endpoint {}", server.endpoint()),
+                ),
+                None => (String::new(), format!("--repo {}", repo.display())),
+            };
             (
                 format!(
-                    "{} archive push --async --spool {} --repo {} %p",
+                    "{prefix}{} archive push --async --spool {} {repo_args} %p",
                     me.display(),
                     spool.display(),
-                    repo.display()
                 ),
                 Some(format!(
-                    "{} archive get --prefetch 8 --spool {} --repo {} %f %p",
+                    "{prefix}{} archive get --prefetch 8 --spool {} {repo_args} %f %p",
                     me.display(),
                     fetch.display(),
-                    repo.display()
                 )),
             )
         }
-        Archiver::Pgbackrest => {
+        Archiver::Pgbackrest | Archiver::PgbackrestS3 => {
             let dir = root.join("pgbackrest");
             mkdir(&dir)?;
-            let conf = pgbackrest_conf(&dir, &cluster.data_dir(), &cluster)?;
+            let server = s3.as_ref().map(|(server, _)| server);
+            let conf = pgbackrest_conf(&dir, &cluster.data_dir(), &cluster, server)?;
             let mut cmd = Command::new("pgbackrest");
             cmd.arg(format!("--config={}", conf.display()))
                 .args(["--stanza=bench", "stanza-create"]);
@@ -196,8 +249,13 @@ fn one_run(me: &Path, archiver: Archiver, seconds: u32, clients: u32) -> Result<
         (Some(a), Some(b), Some(t)) => b.saturating_sub(a) as f64 / t,
         _ => 0.0,
     };
-    let stored_bytes = dir_bytes(&repo) + dir_bytes(&root.join("pgbackrest/repo"));
-    let stored_segments = segment_files(&repo) + segment_files(&root.join("pgbackrest/repo"));
+    let (stored_bytes, stored_segments) = match &s3 {
+        Some((server, bucket)) => server.usage(bucket)?,
+        None => (
+            dir_bytes(&repo) + dir_bytes(&root.join("pgbackrest/repo")),
+            segment_files(&repo) + segment_files(&root.join("pgbackrest/repo")),
+        ),
+    };
     let wal_bytes = end_lsn.saturating_sub(start_lsn);
     let (recovery_s, recovered_identical) = match restore_command {
         None => (None, None),
@@ -239,7 +297,7 @@ fn recover(
     cluster.stop()?;
     let sock = root.join("restored-sock");
     mkdir(&sock)?;
-    let restore_command = if archiver == Archiver::Pgbackrest {
+    let restore_command = if archiver.pgbackrest() {
         let dir = root.join("pgbackrest");
         let conf = dir.join("pgbackrest-restore.conf");
         let text = std::fs::read_to_string(dir.join("pgbackrest.conf"))

@@ -14,10 +14,15 @@ pub(super) const SEGMENT_BYTES: u64 = 16 << 20;
 pub enum Archiver {
     /// `archive_command = 'true'`: no archive, the machine's WAL rate.
     None,
-    /// `pgcompress archive push --async`.
+    /// `pgcompress archive push --async` to a local directory.
     Pgcompress,
-    /// pgBackRest `archive-push` with `archive-async=y`, `process-max=2`, zst:3.
+    /// pgBackRest `archive-push` with `archive-async=y`, `process-max=2`, zst:3, to a local directory.
     Pgbackrest,
+    /// `pgcompress archive push --async` to an S3-compatible server.
+    PgcompressS3,
+    /// pgBackRest as [`Archiver::Pgbackrest`], to an S3-compatible server (over HTTPS: the only way it
+    /// speaks to S3).
+    PgbackrestS3,
 }
 
 impl Archiver {
@@ -26,8 +31,30 @@ impl Archiver {
             Archiver::None => "no archiving (true)",
             Archiver::Pgcompress => "pgcompress push --async",
             Archiver::Pgbackrest => "pgbackrest async process-max=2 zst:3",
+            Archiver::PgcompressS3 => "pgcompress push --async, S3",
+            Archiver::PgbackrestS3 => "pgbackrest async process-max=2 zst:3, S3",
         }
     }
+
+    /// Whether its repository is on the S3-compatible server.
+    pub(super) fn s3(self) -> bool {
+        matches!(self, Archiver::PgcompressS3 | Archiver::PgbackrestS3)
+    }
+
+    /// Whether it is pgBackRest.
+    pub(super) fn pgbackrest(self) -> bool {
+        matches!(self, Archiver::Pgbackrest | Archiver::PgbackrestS3)
+    }
+}
+
+/// Where the sustained run keeps the archive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Store {
+    /// A directory on the machine's disk.
+    Local,
+    /// A bucket on an S3-compatible server on loopback (moto_server).
+    S3,
 }
 
 /// One archiver's run.
@@ -84,15 +111,19 @@ impl SustainedReport {
         );
         let _ = writeln!(
             s,
-            "| archiver | WAL MB/s | tps | .ready max | .ready at end | drain s | stored MB | ratio (segments x 16 MB / stored) | machine CPU s per GB WAL | recovery s | recovered identical |"
+            "| archiver | WAL GB | WAL MB/s | tps | .ready max | .ready at end | drain s | stored MB | ratio (segments x 16 MB / stored) | machine CPU s per GB WAL | recovery s | recovered identical |"
         );
-        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+        let _ = writeln!(
+            s,
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+        );
         for r in &self.runs {
             let opt = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
             let _ = writeln!(
                 s,
-                "| {} | {:.1} | {} | {} | {} | {:.1} | {:.1} | {} | {:.1} | {} | {} |",
+                "| {} | {:.2} | {:.1} | {} | {} | {} | {:.1} | {:.1} | {} | {:.1} | {} | {} |",
                 r.label,
+                r.wal_bytes as f64 / 1e9,
                 r.wal_mb_per_s,
                 opt(r.tps),
                 r.ready_max,

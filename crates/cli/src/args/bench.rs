@@ -245,6 +245,15 @@ pub struct BenchArchiveArgs {
     /// pgbench clients for --sustained.
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub clients: u32,
+    /// Where --sustained keeps each tool's archive, separated by commas: a local directory, a bucket on
+    /// an S3-compatible server on loopback (moto_server, installed by scripts/setup.sh), or both.
+    #[arg(
+        long,
+        value_name = "STORE,...",
+        value_delimiter = ',',
+        default_value = "local,s3"
+    )]
+    pub stores: Vec<StoreChoice>,
 }
 
 /// `--segment-size`: what `initdb --wal-segsize` accepts.
@@ -274,6 +283,24 @@ impl From<CorpusChoice> for bench::archive::Corpora {
             CorpusChoice::Pgbench => bench::archive::Corpora::Pgbench,
             CorpusChoice::Text => bench::archive::Corpora::Text,
             CorpusChoice::All => bench::archive::Corpora::All,
+        }
+    }
+}
+
+/// `--stores`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum StoreChoice {
+    /// A directory on the local disk.
+    Local,
+    /// An S3-compatible server (moto_server) on loopback.
+    S3,
+}
+
+impl From<StoreChoice> for bench::archive::Store {
+    fn from(c: StoreChoice) -> Self {
+        match c {
+            StoreChoice::Local => bench::archive::Store::Local,
+            StoreChoice::S3 => bench::archive::Store::S3,
         }
     }
 }
