@@ -208,7 +208,8 @@ Needs pgbackrest, gzip, zstd and xz on PATH (scripts/setup.sh installs them).\n\
 Examples:\n  pgcompress bench archive\n  pgcompress bench archive --segments 16 --corpus text\n  \
 pgcompress bench archive --methods default,zstd:3,zstd:19,lz4 --json > archive.json\n  \
 pgcompress bench archive --rounds 3   # each time the median of 3 runs: for a shared machine\n  \
-pgcompress bench archive --segment-size 64   # clusters initialized with --wal-segsize=64\n\n\
+pgcompress bench archive --segment-size 64   # clusters initialized with --wal-segsize=64\n  \
+pgcompress bench archive --sustained 150   # a busy primary, archived locally and to S3\n\n\
 Exit status: 0 figures printed; 1 a restored file differs from the original; 2 bad usage, a tool missing or \
 failing.")]
 pub struct BenchArchiveArgs {
@@ -238,8 +239,9 @@ pub struct BenchArchiveArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=15))]
     pub rounds: u32,
     /// Instead of the per-segment comparison: pgbench flat out for SECS seconds per archiver (none,
-    /// `archive push --async`, pgBackRest archive-async process-max=2 zst:3), with the WAL rate, the .ready
-    /// backlog, bytes stored, machine CPU and a recovery through each tool's prefetching get.
+    /// `archive push --async`, pgBackRest archive-async process-max=2 zst:3, each tool on every one of
+    /// --stores), with the WAL rate, the .ready backlog, bytes stored, machine CPU and a recovery of a base
+    /// backup through the whole archive with each tool's prefetching get.
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u32).range(5..=3600))]
     pub sustained: Option<u32>,
     /// pgbench clients for --sustained.
