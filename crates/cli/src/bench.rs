@@ -57,7 +57,14 @@ fn wal(a: BenchWalArgs) -> anyhow::Result<ExitCode> {
 fn archive(a: BenchArchiveArgs) -> anyhow::Result<ExitCode> {
     if let Some(seconds) = a.sustained {
         let stores: Vec<bench::archive::Store> = a.stores.iter().map(|&s| s.into()).collect();
-        let report = bench::archive::run_sustained(&me()?, seconds, a.clients, &stores)?;
+        let progress = long_run::start("pgcompress bench archive --sustained");
+        let result = bench::archive::run_sustained(&me()?, seconds, a.clients, &stores, &progress);
+        progress.finish();
+        if matches!(&result, Err(e) if e.is_cancelled()) || long_run::interrupted() {
+            eprintln!("pgcompress: interrupted; the temporary clusters were stopped and deleted");
+            return Ok(ExitCode::from(EXIT_INTERRUPTED));
+        }
+        let report = result?;
         print(a.json, &report, bench::archive::SustainedReport::text)?;
         if report
             .runs

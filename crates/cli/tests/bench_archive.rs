@@ -237,3 +237,49 @@ fn bench_archive_sustained_archives_and_recovers_with_both_tools_on_both_stores(
     }
     assert!(stderr.contains("S3"), "{stderr}");
 }
+
+/// SIGTERM during a sustained run ends it with status 130 once pgbench's seconds are over, after stopping
+/// its throwaway cluster, instead of leaving a server and an archiver running.
+#[test]
+fn bench_archive_sustained_ends_on_sigterm() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pgcompress"))
+        .args(["bench", "archive", "--sustained", "5", "--stores", "local"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("pgcompress runs");
+    let pid = child.id();
+    let mut seen = Vec::new();
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    for line in lines.by_ref() {
+        let line = line.expect("stderr line");
+        let pushing = line.contains("push --async: 5 s of pgbench");
+        seen.push(line);
+        if pushing {
+            break;
+        }
+    }
+    assert!(
+        seen.last().is_some_and(|l| l.contains("push --async")),
+        "the run with pgcompress never started: {seen:?}"
+    );
+    let killed = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    seen.extend(lines.map_while(Result::ok));
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(130), "{seen:#?}");
+    assert!(
+        seen.iter()
+            .any(|l| l.contains("interrupted; the temporary clusters were stopped")),
+        "{seen:#?}"
+    );
+    assert!(
+        !seen.iter().any(|l| l.contains("pgbackrest")),
+        "the run went on to the next archiver: {seen:#?}"
+    );
+}

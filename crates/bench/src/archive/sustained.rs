@@ -14,7 +14,9 @@ use super::s3::{S3Server, KEY_ID, SECRET};
 use super::sustained_report::{Archiver, Store, SustainedReport, SustainedRun, SCALE};
 use crate::error::{Context, Error, IoContext, Result};
 use crate::runs::parse_tps;
-use crate::sys::{busy_ticks, ticks_per_second};
+use crate::sys::{alive, busy_ticks, signal, ticks_per_second};
+use crate::{check_cancelled, Progress};
+use nix::sys::signal::Signal;
 use pgtest::run::{run, run_with};
 use pgtest::Cluster;
 use std::fmt::Write as _;
@@ -31,12 +33,15 @@ const CHECKSUM_SQL: &str = "SELECT md5(string_agg(aid::text || ':' || abalance, 
     FROM pgbench_accounts";
 
 /// Runs every archiver for `seconds` of pgbench with `clients` clients, both tools on each of `stores`;
-/// `pgcompress` is the binary.
+/// `pgcompress` is the binary. A request to stop (`progress`) is honoured between runs and while waiting for
+/// a backlog or a recovery; pgbench itself ends with the terminal's Ctrl-C, else after its `seconds`. The
+/// throwaway clusters and S3 servers are stopped on the way out.
 pub fn run_sustained(
     pgcompress: &Path,
     seconds: u32,
     clients: u32,
     stores: &[Store],
+    progress: &dyn Progress,
 ) -> Result<SustainedReport> {
     let mut archivers = vec![Archiver::None];
     if stores.contains(&Store::Local) {
@@ -47,13 +52,20 @@ pub fn run_sustained(
     }
     let mut runs = Vec::new();
     for archiver in archivers {
-        eprintln!("bench archive --sustained: {}", archiver.label());
-        let r = one_run(pgcompress, archiver, seconds, clients)
+        check_cancelled(progress)?;
+        progress.step(format!("{}: {seconds} s of pgbench", archiver.label()));
+        let r = one_run(pgcompress, archiver, seconds, clients, progress)
             .with_context(|| format!("sustained run with {}", archiver.label()))?;
-        eprintln!(
-            "bench archive --sustained: {:.1} MB/s of WAL, backlog max {} at end {}, drained in {:.1} s",
-            r.wal_mb_per_s, r.ready_max, r.ready_at_end, r.drain_s
-        );
+        progress.note(format!(
+            "{}: {:.1} MB/s of WAL, backlog max {} at end {}, drained in {:.1} s{}",
+            archiver.label(),
+            r.wal_mb_per_s,
+            r.ready_max,
+            r.ready_at_end,
+            r.drain_s,
+            r.recovery_s
+                .map_or(String::new(), |s| format!(", recovered in {s:.1} s"))
+        ));
         runs.push(r);
     }
     Ok(SustainedReport {
@@ -109,13 +121,24 @@ fn lsn(text: &str) -> Result<u64> {
     crate::runs::lsn(text).map(|l| l.0)
 }
 
-fn one_run(me: &Path, archiver: Archiver, seconds: u32, clients: u32) -> Result<SustainedRun> {
+fn one_run(
+    me: &Path,
+    archiver: Archiver,
+    seconds: u32,
+    clients: u32,
+    progress: &dyn Progress,
+) -> Result<SustainedRun> {
     let tmp = tempfile::Builder::new()
         .prefix("pgcompress-bench-sustained-")
         .tempdir()
         .io(|| "creating a temporary directory".into())?;
     let root = tmp.path();
     pgtest::run::chown_to_server_user(root)?;
+    // Dropped before `tmp`: the spool servers are stopped before their directories are removed.
+    let _servers = SpoolServers(vec![
+        root.join("spool/serve.pid"),
+        root.join("fetch-spool/fetch.pid"),
+    ]);
     // archive_command stays empty until the archive is ready: the server keeps every segment meanwhile.
     let cluster = Cluster::builder()
         .guc("archive_mode", "on")
@@ -235,8 +258,10 @@ fn one_run(me: &Path, archiver: Archiver, seconds: u32, clients: u32) -> Result<
     let ready_at_end = ready_count(&wal);
     let checksum = cluster.query_one(CHECKSUM_SQL)?;
     cluster.query_one("SELECT pg_switch_wal()")?;
+    progress.step(format!("{}: draining the backlog", archiver.label()));
     let drain_start = Instant::now();
     while ready_count(&wal) > 0 {
+        check_cancelled(progress)?;
         if drain_start.elapsed() > DRAIN_LIMIT {
             return Err(Error::Internal(
                 "the archive backlog did not drain in 15 minutes",
@@ -261,7 +286,12 @@ fn one_run(me: &Path, archiver: Archiver, seconds: u32, clients: u32) -> Result<
         None => (None, None),
         Some(cmd) => {
             let port = cluster.port() + 1000;
-            let (secs, got) = recover(&cluster, archiver, &backup, root, &cmd, port)?;
+            progress.step(format!(
+                "{}: recovering {:.2} GB of WAL from the archive",
+                archiver.label(),
+                wal_bytes as f64 / 1e9
+            ));
+            let (secs, got) = recover(&cluster, archiver, &backup, root, &cmd, port, progress)?;
             (Some(secs), Some(got == checksum))
         }
     };
@@ -283,6 +313,39 @@ fn one_run(me: &Path, archiver: Archiver, seconds: u32, clients: u32) -> Result<
     })
 }
 
+/// The long-lived processes pgcompress starts for a run (the `archive serve` of `push --async`, the
+/// prefetching `archive get`), by their pid files: stopped (SIGTERM, then SIGKILL after 10 s) when the run
+/// ends, however it ends. Left alone they would stop only once idle, after the run's directory is gone,
+/// and write their last status into a copy of it.
+struct SpoolServers(Vec<PathBuf>);
+
+impl Drop for SpoolServers {
+    fn drop(&mut self) {
+        for file in &self.0 {
+            let Some(pid) = std::fs::read_to_string(file)
+                .ok()
+                .and_then(|s| s.trim().parse::<u32>().ok())
+            else {
+                continue;
+            };
+            // Only a process that names this spool: a pid file can outlive its process.
+            let spool = file.parent().map(|d| d.display().to_string());
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            if !spool.is_some_and(|d| String::from_utf8_lossy(&cmdline).contains(d.as_str())) {
+                continue;
+            }
+            signal(pid, Signal::SIGTERM);
+            let until = Instant::now() + Duration::from_secs(10);
+            while alive(pid) && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if alive(pid) {
+                signal(pid, Signal::SIGKILL);
+            }
+        }
+    }
+}
+
 /// Starts the base backup in `backup` with `restore_command` (pgBackRest: its async archive-get with a
 /// configuration of its own), waits for the promotion at the end of the archive, and returns the seconds
 /// it took and the restored data's checksum. The primary is stopped first.
@@ -293,6 +356,7 @@ fn recover(
     root: &Path,
     restore_command: &str,
     port: u16,
+    progress: &dyn Progress,
 ) -> Result<(f64, String)> {
     cluster.stop()?;
     let sock = root.join("restored-sock");
@@ -361,6 +425,7 @@ fn recover(
         .context("starting the restored server")?;
     let result = (|| {
         while psql("SELECT pg_is_in_recovery()").ok().as_deref() != Some("f") {
+            check_cancelled(progress)?;
             if started.elapsed() > DRAIN_LIMIT {
                 return Err(Error::Internal("recovery did not end in 15 minutes"));
             }
