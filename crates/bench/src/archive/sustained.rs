@@ -3,7 +3,7 @@
 //! once with no archiving cost (`archive_command = 'true'`, the WAL rate the machine allows), once with
 //! `pgcompress archive push --async` (its `archive serve` started by the first push), once with pgBackRest
 //! `archive-async` at `process-max=2` (zst:3). For each: the WAL rate held, the `.ready` backlog (sampled
-//! every second, and how long it took to drain after pgbench stopped), the bytes stored, the CPU the whole
+//! every 250 ms, and how long it took to drain after pgbench stopped), the bytes stored, the CPU the whole
 //! machine spent, and a recovery of a base backup taken before the run through the whole archive with the
 //! tool's prefetching get (`archive get --prefetch 8`, pgBackRest's async `archive-get`), timed to
 //! promotion and checked against the primary's data. Both tools then run again with their repository on an
