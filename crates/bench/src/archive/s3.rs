@@ -46,7 +46,8 @@ pub(super) struct S3Server {
     port: u16,
     tls: bool,
     python: PathBuf,
-    _dir: tempfile::TempDir,
+    /// Holds the certificate socat serves; removed on drop.
+    dir: tempfile::TempDir,
 }
 
 fn failed(what: &str, reason: impl Into<String>) -> Error {
@@ -93,11 +94,11 @@ impl S3Server {
             port: moto_port,
             tls,
             python: bin.join("python"),
-            _dir: dir,
+            dir,
         };
         wait_listening(moto_port)?;
         if tls {
-            let pem = server._dir.path().join("server.pem");
+            let pem = server.dir.path().join("server.pem");
             self_signed(&pem)?;
             let port = free()?;
             let front = Command::new("socat")
