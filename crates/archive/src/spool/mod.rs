@@ -192,6 +192,12 @@ fn read_small(path: &Path) -> Option<String> {
 /// stored again (an identical push succeeds).
 fn write_replace(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), ArchiveError> {
     fs::create_dir_all(dir).map_err(ArchiveError::io("creating", dir))?;
+    write_in(dir, name, bytes)
+}
+
+/// [`write_replace`] into a directory that must exist already: a long-lived process writing
+/// into a spool someone removed gets an error instead of re-creating it.
+fn write_in(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), ArchiveError> {
     let tmp = dir.join(format!(
         ".{name}.{}.{}",
         std::process::id(),

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use nix::fcntl::{Flock, FlockArg};
 
 use super::metrics::SpoolMetrics;
-use super::{list_names, read_small, write_replace, xxh3_file, Spool};
+use super::{list_names, read_small, write_in, write_replace, xxh3_file, Spool};
 use crate::container::hex;
 use crate::error::ArchiveError;
 use crate::repo::Repository;
@@ -256,7 +256,17 @@ pub fn prefetch(
     let mut fetched = 0u64;
     // A name found missing is not asked for again before this.
     let mut missing: Option<(String, Instant)> = None;
+    let me = std::process::id().to_string();
     while !stop.load(Ordering::SeqCst) {
+        // The spool removed under it (or its pid file replaced): nothing will ask again,
+        // and writing on would re-create the directory someone deleted.
+        if read_small(&pid).as_deref().map(str::trim) != Some(me.as_str()) {
+            eprintln!(
+                "pgcompress archive prefetch: {} is gone; stopping",
+                pid.display()
+            );
+            return Ok(true);
+        }
         let wanted = spool.wanted();
         if let Some(w) = &wanted {
             if Some(w) != last.as_ref() {
@@ -295,7 +305,7 @@ pub fn prefetch(
             .filter(|n| spool.meta_dir().join(n).exists())
             .count();
         metrics.set_prefetch_queue(queued);
-        let _ = write_replace(
+        let _ = write_in(
             &spool.fetch_dir(),
             "stats",
             format!("hits {hits} misses {misses} fetched {fetched} queued {queued}\n").as_bytes(),
@@ -318,7 +328,7 @@ pub fn prefetch(
                 let data = spool.data_dir().join(next);
                 fs::rename(&tmp, &data).map_err(ArchiveError::io("renaming to", &data))?;
                 let meta = format!("{next} {} {location}\n", hex(&header.xxh3));
-                write_replace(&spool.meta_dir(), next, meta.as_bytes())?;
+                write_in(&spool.meta_dir(), next, meta.as_bytes())?;
                 metrics.fetched(header.original_size, started.elapsed());
                 fetched += 1;
             }
@@ -362,5 +372,46 @@ mod tests {
             vec!["000000010000000000000FFF", "000000010000000100000000"]
         );
         assert!(window("00000002.history", 16 << 20, 3).is_empty());
+    }
+
+    /// A prefetcher whose spool is deleted under it (a test's or a bench's temporary
+    /// directory) stops instead of re-creating the spool and running until its idle exit.
+    #[test]
+    fn a_prefetcher_stops_when_its_spool_is_removed() {
+        let top = tempfile::tempdir().expect("tempdir");
+        let repo = Arc::new(Repository::local(top.path().join("repo")));
+        let spool = Spool::new(top.path().join("spool"));
+        spool
+            .write_wanted("000000010000000000000001", false)
+            .expect("wanted");
+        let opts = PrefetchOptions {
+            idle_exit: None,
+            ..PrefetchOptions::default()
+        };
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let run =
+                s.spawn(|| prefetch(&spool, repo, &opts, Arc::new(SpoolMetrics::new()), &stop));
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !spool.fetch_pid_path().exists() || spool.fetch_stats().is_none() {
+                assert!(Instant::now() < deadline, "the prefetcher never started");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            fs::remove_dir_all(spool.dir()).expect("remove the spool");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !run.is_finished() {
+                if Instant::now() > deadline {
+                    // Let the scope end instead of hanging the test.
+                    stop.store(true, Ordering::SeqCst);
+                    panic!("the prefetcher kept running after its spool was removed");
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            assert!(matches!(run.join().expect("join"), Ok(true)));
+        });
+        assert!(
+            !spool.dir().exists(),
+            "the prefetcher re-created the spool it was running in"
+        );
     }
 }
