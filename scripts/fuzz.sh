@@ -104,6 +104,14 @@ printf '000000010000000000000006.00000028.backup\nSTART WAL LOCATION: 0/6000028 
 printf '00000003.history\n1\t0/3000158\tno recovery target specified\n\n2\t0/5000000\tbefore 2000-01-01 00:00:00+00\n' |
     seed archive_history timeline
 
+# columns_decode: 2-byte cap (in 16-byte units), then bytes that are decoded as a column-coded
+# buffer and column-coded themselves: CSV rows (cut inside a row at both ends, as a link chunk
+# is) and tab-separated rows with a CopyData header inside them.
+{ printf '\xff\x7f7,155190,7706,1,17,21168.23,0.04'; for i in $(seq 40); do printf '\n%d,%d,%d,1,17,2%d.23,0.04,0.02,N,O,1996-03-13,1996-02-12,DELIVER IN PERSON,TRUCK,egular courts above the' "$i" $((i * 37)) $((i * 11)) "$i"; done; } |
+    seed columns_decode csv-rows
+{ printf '\x00\x10'; for i in $(seq 30); do printf '%d\t\\N\tname %d\n' "$i" "$i"; [ "$i" = 15 ] && printf 'd\x00\x00\x20\x04'; done; } |
+    seed columns_decode tsv-copydata
+
 # wire_framer: control byte (bit 0: backend->frontend; the rest: feeding step), then a
 # PostgreSQL byte stream.
 be32() { printf "\\x$(printf %02x $((($1 >> 24) & 255)))\\x$(printf %02x $((($1 >> 16) & 255)))\\x$(printf %02x $((($1 >> 8) & 255)))\\x$(printf %02x $(($1 & 255)))"; }

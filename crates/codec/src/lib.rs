@@ -6,6 +6,7 @@
 #![deny(missing_docs)]
 
 pub mod block;
+pub mod columns;
 pub mod cursor;
 pub mod error;
 pub mod limits;
