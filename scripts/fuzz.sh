@@ -123,10 +123,14 @@ printf '\x02\x00\x00\x00\x10\x04\xd2\x16\x2e\x00\x00\x04\xd2\xde\xad\xbe\xef' | 
 printf '\x01R\x00\x00\x00\x08\x00\x00\x00\x00Z\x00\x00\x00\x05ID\x00\x00\x00\x0f\x00\x01\x00\x00\x00\x05helloC\x00\x00\x00\x0dSELECT 1\x00' |
     seed wire_framer backend-rows
 
-# link_frames: control byte (bits 0-1: none lz4 zstd:1; bit 2: session ready; the rest:
+# link_frames: control byte (bits 0-1: none lz4 zstd:1 zstd:6, the last with column-coded
+# chunks allowed; bit 2: session ready; the rest:
 # message size for the round trip), then link frames.
 printf '\x00V\x00\x00\x00\x05hello' | seed link_frames verbatim
 printf '\x00R\x00\x00\x00\x00V\x00\x00\x00\x05hello' | seed link_frames ready-verbatim
+# zstd:6, ready, 1000-byte messages: CSV rows the encoder half sends column-coded.
+{ printf '\xdf'; for i in $(seq 300); do printf '%d,%d,%d,N,O,1996-03-%02d,DELIVER IN PERSON,TRUCK\n' "$i" $((i * 37)) $((i % 7)) $((i % 28 + 1)); done; } |
+    seed link_frames columns-rows
 words="$(for i in $(seq 60); do printf 'row %d of the table orders\t2026-11-23\n' "$i"; done)"
 for m in 1:lz4 2:zstd; do
     z="$tmp/chunk.$m"

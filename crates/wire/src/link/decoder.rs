@@ -3,6 +3,7 @@
 use codec::{Cursor, Spec};
 
 use super::context::Decompressor;
+use super::frame::MAX_COLUMNS_CODED;
 use super::frame::{self, parse_header, HEADER_LEN};
 use super::{parse_spec, Counters, CHUNK_RAW_MAX};
 use crate::error::LinkError;
@@ -38,6 +39,10 @@ pub struct LinkDecoder {
     offset: u64,
     counters: Counters,
     failed: bool,
+    /// Columns frames are accepted (link version 2 and later).
+    columns: bool,
+    /// A Columns frame's decompressed coding, reused.
+    coded: Vec<u8>,
 }
 
 impl LinkDecoder {
@@ -56,7 +61,16 @@ impl LinkDecoder {
             offset: 0,
             counters: Counters::default(),
             failed: false,
+            columns: false,
+            coded: Vec::new(),
         })
+    }
+
+    /// Accepts Columns frames (the link version agreed is 2 or later); a decoder refuses
+    /// them otherwise.
+    pub fn with_columns(mut self, columns: bool) -> Self {
+        self.columns = columns;
+        self
     }
 
     /// The method of the chunks now.
@@ -149,11 +163,18 @@ impl LinkDecoder {
         let before = out.len();
         match h.frame_type {
             frame::VERBATIM => out.extend_from_slice(payload),
-            frame::CHUNK => {
+            frame::CHUNK | frame::COLUMNS => {
                 if !self.compressed_allowed {
                     return Err(self.unexpected(
                         h.frame_type,
                         "a compressed chunk before the session finished authentication",
+                    ));
+                }
+                let columns = h.frame_type == frame::COLUMNS;
+                if columns && !self.columns {
+                    return Err(self.unexpected(
+                        h.frame_type,
+                        "a column-coded chunk on a link version without them",
                     ));
                 }
                 let mut c = Cursor::new(payload);
@@ -168,6 +189,24 @@ impl LinkDecoder {
                         reason: format!("declares {raw} bytes, outside 1..={CHUNK_RAW_MAX}"),
                     });
                 }
+                let coded_len = if columns {
+                    let n = c
+                        .u32_be()
+                        .map_err(|e| self.malformed(h.frame_type, e.to_string()))?
+                        as usize;
+                    if n == 0 || n > MAX_COLUMNS_CODED {
+                        return Err(LinkError::Decompress {
+                            direction: self.direction,
+                            offset: self.offset,
+                            reason: format!(
+                                "declares a column coding of {n} bytes, outside 1..={MAX_COLUMNS_CODED}"
+                            ),
+                        });
+                    }
+                    Some(n)
+                } else {
+                    None
+                };
                 let (direction, offset) = (self.direction, self.offset);
                 if self.ctx.is_none() {
                     self.ctx = Decompressor::new(&self.spec).map_err(|e| LinkError::Method {
@@ -179,12 +218,27 @@ impl LinkDecoder {
                     return Err(self
                         .unexpected(h.frame_type, "a compressed chunk while the method is none"));
                 };
-                ctx.chunk(c.rest(), out, raw)
-                    .map_err(|reason| LinkError::Decompress {
-                        direction,
-                        offset,
-                        reason,
-                    })?;
+                let failed = |reason| LinkError::Decompress {
+                    direction,
+                    offset,
+                    reason,
+                };
+                match coded_len {
+                    None => ctx.chunk(c.rest(), out, raw).map_err(failed)?,
+                    Some(n) => {
+                        self.coded.clear();
+                        ctx.chunk(c.rest(), &mut self.coded, n).map_err(failed)?;
+                        let rows = codec::columns::decode(&self.coded, raw)
+                            .map_err(|e| failed(format!("column coding: {e}")))?;
+                        if rows.len() != raw {
+                            return Err(failed(format!(
+                                "column coding yields {} bytes, {raw} declared",
+                                rows.len()
+                            )));
+                        }
+                        out.extend_from_slice(&rows);
+                    }
+                }
                 self.counters.chunks += 1;
             }
             frame::METHOD => {

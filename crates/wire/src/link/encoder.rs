@@ -4,7 +4,9 @@ use codec::Spec;
 
 use super::context::Compressor;
 use super::frame::{self, put_frame, put_header, HEADER_LEN};
-use super::{check_spec, Counters, CHUNK_RAW_MAX, DEFAULT_THRESHOLD, MAX_SPEC_LEN};
+use super::{
+    check_spec, Counters, CHUNK_RAW_MAX, COLUMNS_FROM_LEVEL, DEFAULT_THRESHOLD, MAX_SPEC_LEN,
+};
 use crate::backend::READY_FOR_QUERY;
 use crate::error::LinkError;
 use crate::framer::{Message, Piece};
@@ -46,6 +48,10 @@ pub struct SenderConfig {
     pub compress: TagSet,
     /// Smallest message (whole, header included) that is compressed.
     pub threshold: usize,
+    /// Chunks may be column-coded (link version 2 and later): at zstd levels from
+    /// [`COLUMNS_FROM_LEVEL`], a chunk that looks like rows of delimited text travels as a
+    /// Columns frame.
+    pub columns: bool,
 }
 
 impl SenderConfig {
@@ -55,6 +61,7 @@ impl SenderConfig {
             spec,
             compress: TagSet::default(),
             threshold: DEFAULT_THRESHOLD,
+            columns: false,
         }
     }
 }
@@ -89,6 +96,10 @@ pub struct LinkEncoder {
     verbatim_at: Option<usize>,
     chunk: Vec<u8>,
     chunk_raw: usize,
+    /// The chunk's PostgreSQL bytes, kept whole while chunks may be column-coded (they are
+    /// compressed when the chunk ends); empty otherwise, each piece then going straight
+    /// into the context.
+    raw: Vec<u8>,
     /// The last message pushed was compressed.
     in_run: bool,
     /// The current message is of a compressible type (after the session became ready).
@@ -115,6 +126,7 @@ impl LinkEncoder {
             verbatim_at: None,
             chunk: Vec::new(),
             chunk_raw: 0,
+            raw: Vec::new(),
             in_run: false,
             eligible: false,
             mid_message: false,
@@ -275,7 +287,9 @@ impl LinkEncoder {
                 // A switch inside this message dropped the context.
                 self.ctx = Compressor::new(&self.config.spec).map_err(|e| self.compress_err(e))?;
             }
-            if let Some(ctx) = self.ctx.as_mut() {
+            if self.columns_now() {
+                self.raw.extend_from_slice(piece);
+            } else if let Some(ctx) = self.ctx.as_mut() {
                 ctx.write(piece, &mut self.chunk)
                     .map_err(|e| LinkError::Compress {
                         direction: self.direction,
@@ -328,28 +342,60 @@ impl LinkEncoder {
         }
     }
 
+    /// Whether the chunk in progress is kept whole to be column-coded when it ends.
+    fn columns_now(&self) -> bool {
+        let spec = &self.config.spec;
+        self.config.columns
+            && spec.method == codec::Method::Zstd
+            && spec
+                .effective_level()
+                .is_some_and(|l| l >= COLUMNS_FROM_LEVEL)
+    }
+
     fn finish_chunk(&mut self) -> Result<(), LinkError> {
         if self.chunk_raw == 0 {
             return Ok(());
         }
         let mut chunk = std::mem::take(&mut self.chunk);
+        // A whole chunk kept for the column coding: the coding if it applies and fits,
+        // else the bytes as they are, into the same context.
+        let raw = std::mem::take(&mut self.raw);
+        let coded = if raw.is_empty() {
+            None
+        } else {
+            codec::columns::encode(&raw).filter(|c| c.len() <= frame::MAX_COLUMNS_CODED)
+        };
         if let Some(ctx) = self.ctx.as_mut() {
-            if let Err(e) = ctx.flush(&mut chunk) {
+            let input = coded.as_deref().unwrap_or(&raw);
+            let r = ctx
+                .write(input, &mut chunk)
+                .and_then(|()| ctx.flush(&mut chunk));
+            if let Err(e) = r {
                 return Err(self.compress_err(e));
             }
         }
-        let payload_len = 4 + chunk.len();
-        if payload_len > frame::MAX_CHUNK_PAYLOAD as usize {
+        let (frame_type, lengths, cap) = match &coded {
+            Some(_) => (frame::COLUMNS, 8, frame::MAX_COLUMNS_PAYLOAD),
+            None => (frame::CHUNK, 4, frame::MAX_CHUNK_PAYLOAD),
+        };
+        let payload_len = lengths + chunk.len();
+        if payload_len > cap as usize {
             return Err(LinkError::Compress {
                 direction: self.direction,
                 reason: format!("chunk of {payload_len} bytes exceeds the frame cap"),
             });
         }
         self.verbatim_at = None;
-        put_header(&mut self.out, frame::CHUNK, payload_len);
+        put_header(&mut self.out, frame_type, payload_len);
         self.out
             .extend_from_slice(&(self.chunk_raw as u32).to_be_bytes());
+        if let Some(c) = &coded {
+            self.out.extend_from_slice(&(c.len() as u32).to_be_bytes());
+        }
         self.out.extend_from_slice(&chunk);
+        let mut raw = raw;
+        raw.clear();
+        self.raw = raw;
         self.counters.frames += 1;
         self.counters.chunks += 1;
         self.counters.link_bytes += (HEADER_LEN + payload_len) as u64;
@@ -393,6 +439,10 @@ impl LinkEncoder {
         self.in_run = self.eligible && spec.method != codec::Method::None;
         self.emit(frame::METHOD, text.as_bytes());
         self.config.spec = spec;
+        if !self.columns_now() {
+            // Down from the column-coded levels: the chunk buffer is not needed any more.
+            self.raw = Vec::new();
+        }
         Ok(())
     }
 }

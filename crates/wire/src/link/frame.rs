@@ -20,6 +20,10 @@ pub const REFUSE: u8 = b'E';
 pub const VERBATIM: u8 = b'V';
 /// Chunk ('Z'): `raw length: u32` then the output of the stream's compression context.
 pub const CHUNK: u8 = b'Z';
+/// Columns ('K', link version 2): `raw length: u32`, `coded length: u32`, then the output of
+/// the stream's compression context for the column coding ([`codec::columns`]) of `raw
+/// length` PostgreSQL bytes, `coded length` bytes long. It shares the context of the chunks.
+pub const COLUMNS: u8 = b'K';
 /// Method ('M'): the following chunks use a fresh context of this method specification.
 pub const METHOD: u8 = b'M';
 /// Ready ('R'), backend->frontend only: the first ReadyForQuery has passed, so the
@@ -32,12 +36,19 @@ pub const MAX_HANDSHAKE_PAYLOAD: u32 = 1024;
 /// (`ZSTD_compressBound`, `LZ4F_compressBound`: under 1/255 plus a frame header).
 pub const MAX_CHUNK_PAYLOAD: u32 = (4 + CHUNK_RAW_MAX + CHUNK_RAW_MAX / 64 + 1024) as u32;
 
+/// Longest column coding a Columns frame carries: an encoder sends a chunk's coding only up
+/// to this length (the runs of field counts cost 6 bytes each), a decoder refuses longer.
+pub const MAX_COLUMNS_CODED: usize = CHUNK_RAW_MAX + CHUNK_RAW_MAX / 8;
+/// Largest payload of a Columns frame: both lengths, then the coding's worst expansion.
+pub const MAX_COLUMNS_PAYLOAD: u32 = (8 + MAX_COLUMNS_CODED + MAX_COLUMNS_CODED / 64 + 1024) as u32;
+
 /// The payload cap of a frame type; `None` for an unknown type.
 pub const fn max_payload(frame_type: u8) -> Option<u32> {
     match frame_type {
         HELLO | ACCEPT | REFUSE => Some(MAX_HANDSHAKE_PAYLOAD),
         VERBATIM => Some(CHUNK_RAW_MAX as u32),
         CHUNK => Some(MAX_CHUNK_PAYLOAD),
+        COLUMNS => Some(MAX_COLUMNS_PAYLOAD),
         METHOD => Some(super::MAX_SPEC_LEN as u32),
         READY => Some(0),
         _ => None,

@@ -9,7 +9,7 @@
 use codec::{Cursor, Spec};
 
 use super::frame::{self, parse_header, put_frame, HEADER_LEN};
-use super::{parse_spec, MAGIC, MAX_SPEC_LEN, VERSION};
+use super::{parse_spec, MAGIC, MAX_SPEC_LEN, MIN_VERSION, VERSION};
 use crate::error::LinkError;
 use crate::Direction;
 
@@ -114,10 +114,10 @@ fn frame_of<'a>(
 }
 
 impl Hello {
-    /// A Hello for this crate's version.
+    /// A Hello for the versions this crate speaks.
     pub fn new(frontend_spec: Spec, backend_spec: Spec) -> Self {
         Hello {
-            min_version: VERSION,
+            min_version: MIN_VERSION,
             max_version: VERSION,
             frontend_spec,
             backend_spec,
@@ -189,12 +189,12 @@ impl Hello {
     /// The server half's answer: the newest common version, and the methods asked for if
     /// `allowed` accepts both; otherwise a refusal saying why.
     pub fn answer(&self, allowed: impl Fn(&Spec) -> bool) -> Reply {
-        if self.min_version > VERSION || self.max_version < VERSION {
+        let Some(version) = self.common_version() else {
             return Reply::Refuse(format!(
-                "no common link version: client speaks {}..={}, server {VERSION}",
+                "no common link version: client speaks {}..={}, server {MIN_VERSION}..={VERSION}",
                 self.min_version, self.max_version
             ));
-        }
+        };
         for spec in [&self.frontend_spec, &self.backend_spec] {
             if !allowed(spec) {
                 return Reply::Refuse(format!(
@@ -203,10 +203,18 @@ impl Hello {
             }
         }
         Reply::Accept(Accept {
-            version: VERSION,
+            version,
             frontend_spec: self.frontend_spec,
             backend_spec: self.backend_spec,
         })
+    }
+}
+
+impl Hello {
+    /// The newest version both this crate and the Hello's sender speak.
+    pub fn common_version(&self) -> Option<u8> {
+        let v = self.max_version.min(VERSION);
+        (v >= self.min_version.max(MIN_VERSION)).then_some(v)
     }
 }
 
@@ -253,9 +261,9 @@ impl Reply {
         let version = c
             .u8()
             .map_err(|e| LinkError::Handshake(format!("truncated: {e}")))?;
-        if version != VERSION {
+        if !(MIN_VERSION..=VERSION).contains(&version) {
             return Err(LinkError::Handshake(format!(
-                "server half chose link version {version}, this client speaks {VERSION}"
+                "server half chose link version {version}, this client speaks {MIN_VERSION}..={VERSION}"
             )));
         }
         let frontend_spec = get_spec(&mut c)?;

@@ -20,7 +20,9 @@ use super::stats::{track_connection, DirectionCounters, Half, Stats, StatsSnapsh
 use super::{bind_metrics, serve, Report, Reporter, Serving, Shutdown, HANDSHAKE_TIMEOUT};
 use crate::framer::{Framer, Kind};
 use crate::link::handshake::AUTO;
-use crate::link::{Accept, Hello, LinkDecoder, LinkEncoder, Reply, SenderConfig, Settled, TagSet};
+use crate::link::{
+    Accept, Hello, LinkDecoder, LinkEncoder, Reply, SenderConfig, Settled, TagSet, COLUMNS_VERSION,
+};
 use crate::Direction;
 
 /// Time an application gets to send its startup packet (PostgreSQL's
@@ -335,9 +337,11 @@ async fn carry(
             spec: accept.frontend_spec,
             compress: config.compress_types.clone(),
             threshold: config.threshold,
+            columns: accept.version >= COLUMNS_VERSION,
         },
     )?;
-    let decoder = LinkDecoder::new(Direction::BackendToFrontend, accept.backend_spec)?;
+    let decoder = LinkDecoder::new(Direction::BackendToFrontend, accept.backend_spec)?
+        .with_columns(accept.version >= COLUMNS_VERSION);
     let mut sender = Sender::new(first.framer, encoder);
     if config.auto {
         sender = sender.adapt(shared.settled.clone());

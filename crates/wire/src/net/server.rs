@@ -20,7 +20,9 @@ use super::{bind_metrics, serve, Report, Reporter, Serving, Shutdown, HANDSHAKE_
 use crate::framer::Framer;
 use crate::link::frame::{HEADER_LEN, MAX_HANDSHAKE_PAYLOAD};
 use crate::link::handshake::AUTO;
-use crate::link::{check_spec, Hello, LinkDecoder, LinkEncoder, Reply, SenderConfig, Settled};
+use crate::link::{
+    check_spec, Hello, LinkDecoder, LinkEncoder, Reply, SenderConfig, Settled, COLUMNS_VERSION,
+};
 use crate::Direction;
 
 /// How the server half runs.
@@ -236,10 +238,16 @@ async fn pump_link(
             return Err(tell_application(link, &hello, e).await);
         }
     };
-    let decoder = LinkDecoder::new(Direction::FrontendToBackend, hello.frontend_spec)?;
+    // The version the Accept named: the handshake refused a Hello with none in common.
+    let columns = hello.common_version().is_some_and(|v| v >= COLUMNS_VERSION);
+    let decoder =
+        LinkDecoder::new(Direction::FrontendToBackend, hello.frontend_spec)?.with_columns(columns);
     let encoder = LinkEncoder::new(
         Direction::BackendToFrontend,
-        SenderConfig::new(hello.backend_spec),
+        SenderConfig {
+            columns,
+            ..SenderConfig::new(hello.backend_spec)
+        },
     )?;
     let mut sender = Sender::new(Framer::new(Direction::BackendToFrontend), encoder);
     if hello.backend_auto {
