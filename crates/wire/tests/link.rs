@@ -903,3 +903,42 @@ fn a_column_coded_chunk_is_refused_on_a_version_1_link_and_damage_is_an_error() 
         assert!(failed, "damage at {offset}: no error");
     }
 }
+
+#[test]
+fn a_link_bound_sender_column_codes_at_every_zstd_level_and_toggles_cleanly() {
+    let stream = copy_rows(5000, 60);
+    let mut enc = encoder_with("zstd:1", true);
+    let mut link = Vec::new();
+    for (i, (tag, bytes)) in frame_all(F2B, &stream).into_iter().enumerate() {
+        // `auto` reports the link full or not each interval; here every 7 messages, so that
+        // chunks in progress are closed by the change.
+        if i % 7 == 0 {
+            enc.set_link_bound(i % 14 == 0).expect("toggle");
+        }
+        enc.push_bytes(tag, &bytes).expect("push");
+        if i % 5 == 4 {
+            enc.flush().expect("flush");
+        }
+    }
+    enc.flush().expect("flush");
+    link.extend_from_slice(enc.output());
+    let kinds: Vec<u8> = frames(&link).iter().map(|f| f.0).collect();
+    assert!(
+        kinds.contains(&frame::COLUMNS),
+        "no column-coded chunk at zstd:1"
+    );
+    assert!(
+        kinds.contains(&frame::CHUNK),
+        "no plain chunk while not link-bound"
+    );
+    for bytewise in [false, true] {
+        let (out, _) = decode(&mut decoder_with("zstd:1", true), &link, bytewise);
+        assert!(out == stream, "bytes differ");
+    }
+    // Not link-bound and below zstd:6: plain chunks only.
+    let mut enc = encoder_with("zstd:1", true);
+    enc.set_link_bound(true).expect("on");
+    enc.set_link_bound(false).expect("off");
+    let link = encode(&mut enc, &stream, 100_000, None);
+    assert!(frames(&link).iter().all(|f| f.0 != frame::COLUMNS));
+}

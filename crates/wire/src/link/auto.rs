@@ -428,6 +428,8 @@ pub struct AutoPolicy {
     trial: Option<Trial>,
     /// Intervals in a row the link was idle.
     link_idle: u32,
+    /// The last bulk interval kept the pump waiting on the link (see [`AutoPolicy::link_full`]).
+    link_full: bool,
     /// The source paused in the last interval.
     paused: bool,
     /// The ratio window being filled.
@@ -458,6 +460,7 @@ impl AutoPolicy {
             recent: Recent::default(),
             trial: None,
             link_idle: 0,
+            link_full: false,
             paused: false,
             ratio_raw: 0,
             ratio_link: 0,
@@ -486,6 +489,14 @@ impl AutoPolicy {
             Mode::Bulk { quiet: 0 } if self.trial.is_none() => Some(LADDER[self.level]),
             _ => None,
         }
+    }
+
+    /// The last bulk interval kept the pump waiting on the link most of the time: the link,
+    /// not the CPU, is the limit, and chunks are worth column coding at any zstd level (the
+    /// encoder codes them from [`super::COLUMNS_FROM_LEVEL`] up in any case). True from the
+    /// start of bulk traffic until a whole interval has been measured; false while idle.
+    pub fn link_full(&self) -> bool {
+        self.link_full && matches!(self.mode, Mode::Bulk { .. })
     }
 
     /// Switches decided so far.
@@ -538,6 +549,10 @@ impl AutoPolicy {
             // 50 Mbit/s an interval and the socket's queue are megabytes).
             self.pressure = Observation::default();
             self.mode = Mode::Bulk { quiet: 0 };
+            // Until a whole interval says otherwise, the link is taken to be the limit: a
+            // short transfer on a slow link is column-coded from its first chunk, and on a
+            // fast one the first interval shows the link not full.
+            self.link_full = true;
             let start = self.start.as_ref().map_or(0, |s| s.rung());
             self.set(start.min(self.up.limit));
             return self.decided(before);
@@ -600,6 +615,7 @@ impl AutoPolicy {
             Mode::Idle => {
                 // This interval was idle in part, at the idle level: it measures nothing.
                 self.mode = Mode::Bulk { quiet: 0 };
+                self.link_full = true;
                 let start = self.start.as_ref().map_or(0, |s| s.rung());
                 self.set(start.min(self.up.limit));
                 return;
@@ -620,6 +636,7 @@ impl AutoPolicy {
         let write = percent(p.write_wait, p.elapsed);
         let encode = percent(p.encode, p.elapsed);
         let read = percent(p.read_wait, p.elapsed);
+        self.link_full = write >= BUSY;
         // An interval in which the source paused (psql between two tables, a commit) measures
         // no level, and neither does the next: the link drained its queue meanwhile, and the
         // next writes go at once.

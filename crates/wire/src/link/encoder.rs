@@ -100,6 +100,9 @@ pub struct LinkEncoder {
     /// compressed when the chunk ends); empty otherwise, each piece then going straight
     /// into the context.
     raw: Vec<u8>,
+    /// The link is the limit (`--method auto` measured it): chunks are column-coded at every
+    /// zstd level, not only from [`COLUMNS_FROM_LEVEL`].
+    link_bound: bool,
     /// The last message pushed was compressed.
     in_run: bool,
     /// The current message is of a compressible type (after the session became ready).
@@ -127,6 +130,7 @@ impl LinkEncoder {
             chunk: Vec::new(),
             chunk_raw: 0,
             raw: Vec::new(),
+            link_bound: false,
             in_run: false,
             eligible: false,
             mid_message: false,
@@ -347,9 +351,25 @@ impl LinkEncoder {
         let spec = &self.config.spec;
         self.config.columns
             && spec.method == codec::Method::Zstd
-            && spec
-                .effective_level()
-                .is_some_and(|l| l >= COLUMNS_FROM_LEVEL)
+            && (self.link_bound
+                || spec
+                    .effective_level()
+                    .is_some_and(|l| l >= COLUMNS_FROM_LEVEL))
+    }
+
+    /// Tells the encoder whether the link is the limit (`--method auto` measures it each
+    /// interval): while it is, chunks are column-coded at every zstd level, so that a short
+    /// transfer on a slow link gains from its first rungs. A change closes the chunk in
+    /// progress first, so that no chunk mixes coded and plain bytes.
+    pub fn set_link_bound(&mut self, link_bound: bool) -> Result<(), LinkError> {
+        if link_bound != self.link_bound {
+            self.finish_chunk()?;
+            self.link_bound = link_bound;
+            if !self.columns_now() {
+                self.raw = Vec::new();
+            }
+        }
+        Ok(())
     }
 
     fn finish_chunk(&mut self) -> Result<(), LinkError> {

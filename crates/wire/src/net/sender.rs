@@ -72,11 +72,12 @@ impl Sender {
             read_wait: t.read_wait,
         };
         *seen = now;
-        let Some(spec) = policy.observe(&o) else {
-            return Ok(None);
-        };
-        self.encoder.switch_method(spec)?;
-        Ok(Some(spec))
+        let switch = policy.observe(&o);
+        if let Some(spec) = switch {
+            self.encoder.switch_method(spec)?;
+        }
+        self.encoder.set_link_bound(policy.link_full())?;
+        Ok(switch)
     }
 
     /// Pushes one whole message the caller framed itself (the client half's first packet).
