@@ -109,7 +109,10 @@ printf '00000003.history\n1\t0/3000158\tno recovery target specified\n\n2\t0/500
 # is) and tab-separated rows with a CopyData header inside them.
 { printf '\xff\x7f7,155190,7706,1,17,21168.23,0.04'; for i in $(seq 40); do printf '\n%d,%d,%d,1,17,2%d.23,0.04,0.02,N,O,1996-03-13,1996-02-12,DELIVER IN PERSON,TRUCK,egular courts above the' "$i" $((i * 37)) $((i * 11)) "$i"; done; } |
     seed columns_decode csv-rows
-{ printf '\x00\x10'; for i in $(seq 30); do printf '%d\t\\N\tname %d\n' "$i" "$i"; [ "$i" = 15 ] && printf 'd\x00\x00\x20\x04'; done; } |
+{ printf '\x00\x10'; for i in $(seq 30); do
+    printf '%d\t\\N\tname %d\n' "$i" "$i"
+    if [ "$i" = 15 ]; then printf 'd\x00\x00\x20\x04'; fi
+done; } |
     seed columns_decode tsv-copydata
 
 # wire_framer: control byte (bit 0: backend->frontend; the rest: feeding step), then a
