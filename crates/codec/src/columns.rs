@@ -101,11 +101,12 @@ pub fn encode(data: &[u8]) -> Option<Vec<u8>> {
     }
     let body_end = memchr::memrchr(b'\n', data).map_or(0, |i| i + 1);
     let body = &data[..body_end];
-    let sep = SEPARATORS
+    // The most frequent separator, counted once each.
+    let (seps, sep) = SEPARATORS
         .iter()
-        .copied()
-        .max_by_key(|&s| memchr::memchr_iter(s, body).count())?;
-    if memchr::memchr_iter(sep, body).count() < lines {
+        .map(|&s| (memchr::memchr_iter(s, body).count(), s))
+        .max_by_key(|&(n, _)| n)?;
+    if seps < lines {
         return None;
     }
     // Each line's fields go to the end of their columns; runs record the field counts.
@@ -156,6 +157,14 @@ pub fn encode(data: &[u8]) -> Option<Vec<u8>> {
 /// Reverses [`encode`]. `max_len` caps the decoded length; nothing is allocated for the
 /// output before the length the input implies has been checked against it.
 pub fn decode(coded: &[u8], max_len: usize) -> Result<Vec<u8>, ColumnsError> {
+    let mut out = Vec::new();
+    decode_into(coded, max_len, &mut out)?;
+    Ok(out)
+}
+
+/// [`decode`], appending to `out` (the link decoder writes a chunk straight into its output).
+/// On an error nothing is appended.
+pub fn decode_into(coded: &[u8], max_len: usize, out: &mut Vec<u8>) -> Result<(), ColumnsError> {
     let mut c = Cursor::new(coded);
     let sep = c.u8()?;
     let lines = c.u32_le()? as usize;
@@ -227,7 +236,8 @@ pub fn decode(coded: &[u8], max_len: usize) -> Result<Vec<u8>, ColumnsError> {
         }
     }
     let tail = &rest[at..];
-    let mut out = Vec::with_capacity(rest.len());
+    // Everything is checked: from here on the decoding cannot fail.
+    out.reserve(rest.len());
     for (fields, n) in runs {
         for _ in 0..n {
             for (j, pos) in starts.iter_mut().enumerate().take(fields) {
@@ -240,7 +250,7 @@ pub fn decode(coded: &[u8], max_len: usize) -> Result<Vec<u8>, ColumnsError> {
         }
     }
     out.extend_from_slice(tail);
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]

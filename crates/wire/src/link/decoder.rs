@@ -3,8 +3,7 @@
 use codec::{Cursor, Spec};
 
 use super::context::Decompressor;
-use super::frame::MAX_COLUMNS_CODED;
-use super::frame::{self, parse_header, HEADER_LEN};
+use super::frame::{self, parse_header, HEADER_LEN, MAX_COLUMNS_CODED};
 use super::{parse_spec, Counters, CHUNK_RAW_MAX};
 use crate::error::LinkError;
 use crate::Direction;
@@ -228,15 +227,16 @@ impl LinkDecoder {
                     Some(n) => {
                         self.coded.clear();
                         ctx.chunk(c.rest(), &mut self.coded, n).map_err(failed)?;
-                        let rows = codec::columns::decode(&self.coded, raw)
+                        let start = out.len();
+                        codec::columns::decode_into(&self.coded, raw, out)
                             .map_err(|e| failed(format!("column coding: {e}")))?;
-                        if rows.len() != raw {
+                        let got = out.len() - start;
+                        if got != raw {
+                            out.truncate(start);
                             return Err(failed(format!(
-                                "column coding yields {} bytes, {raw} declared",
-                                rows.len()
+                                "column coding yields {got} bytes, {raw} declared"
                             )));
                         }
-                        out.extend_from_slice(&rows);
                     }
                 }
                 self.counters.chunks += 1;
