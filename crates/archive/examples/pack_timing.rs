@@ -1,4 +1,6 @@
-//! Where `archive push` spends its time on one segment: each stage of packing timed apart.
+//! Where `archive push` spends its time on one segment: each stage of packing timed apart,
+//! with the page faults it took (fresh memory that the kernel zeroes is a large share of the
+//! CPU of a push).
 //!
 //! ```text
 //! cargo run --release -p archive --example pack_timing -- zstd:3 SEGMENT
@@ -12,67 +14,66 @@ use archive::walsplit::Stream;
 use codec::{BlockCompressor, Spec};
 use sha2::{Digest, Sha256};
 
+/// Minor page faults of this process so far (from `/proc/self/stat`; 0 where there is none).
+fn faults() -> u64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            // The fields after the command name (in parentheses): minflt is the eighth.
+            let rest = s.rsplit_once(')')?.1;
+            rest.split_whitespace().nth(7)?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Runs `f`, then prints its time and page faults under `what`.
+fn stage<T>(what: &str, f: impl FnOnce() -> T) -> T {
+    let (t, pf) = (Instant::now(), faults());
+    let out = f();
+    println!(
+        "{what:<44} {:>7.1} ms {:>7} faults",
+        t.elapsed().as_secs_f64() * 1e3,
+        faults() - pf
+    );
+    out
+}
+
 fn main() -> Result<(), Box<dyn Error>> {
     let mut args = std::env::args().skip(1);
     let usage = "usage: pack_timing METHOD SEGMENT";
     let spec: Spec = args.next().ok_or(usage)?.parse()?;
     let path = args.next().ok_or(usage)?;
-    let data = std::fs::read(&path)?;
     let name = std::path::Path::new(&path)
         .file_name()
         .ok_or(usage)?
         .to_string_lossy()
         .into_owned();
-    let t = Instant::now();
-    let _ = Sha256::digest(&data);
-    println!(
-        "sha256            {:>8.1} ms",
-        t.elapsed().as_secs_f64() * 1e3
-    );
-    let t = Instant::now();
-    let (_, split, _) = records_split(&data).ok_or("does not split")?;
-    println!(
-        "split             {:>8.1} ms",
-        t.elapsed().as_secs_f64() * 1e3
-    );
+    let data = stage("read", || std::fs::read(&path))?;
+    stage("sha256", || Sha256::digest(&data));
+    let (_, split, _) = stage("split", || records_split(&data)).ok_or("does not split")?;
     let mut c = BlockCompressor::new(&spec)?;
     let mut out = Vec::new();
     for s in [Stream::BlockData, Stream::Images, Stream::BlockHeaders] {
         let raw = &split.streams[s as usize];
-        let t = Instant::now();
-        let coded = codec::words::encode(raw);
-        let te = t.elapsed();
-        let t = Instant::now();
-        c.compress(coded.as_deref().unwrap_or(raw), &mut out)?;
-        let tc = t.elapsed();
-        let t = Instant::now();
+        let coded = stage(&format!("{}: words", s.name()), || {
+            codec::words::encode(raw)
+        });
         if let Some(coded) = &coded {
-            codec::words::decode(coded, raw.len())?;
+            println!("  coded {} -> {} bytes", raw.len(), coded.len());
         }
-        println!(
-            "{:<16} words {:>6.1} ms ({}), compress {:>6.1} ms, words decode {:>6.1} ms",
-            s.name(),
-            te.as_secs_f64() * 1e3,
-            coded.as_ref().map_or("declined".to_string(), |c| format!(
-                "{} -> {}",
-                raw.len(),
-                c.len()
-            )),
-            tc.as_secs_f64() * 1e3,
-            t.elapsed().as_secs_f64() * 1e3
-        );
+        stage(&format!("{}: compress", s.name()), || {
+            c.compress(coded.as_deref().unwrap_or(raw), &mut out)
+        })?;
+        if let Some(coded) = &coded {
+            stage(&format!("{}: words decode", s.name()), || {
+                codec::words::decode(coded, raw.len())
+            })?;
+        }
     }
-    let t = Instant::now();
-    let packed = archive::pack(&name, &data, &spec)?;
-    println!(
-        "whole pack        {:>8.1} ms",
-        t.elapsed().as_secs_f64() * 1e3
-    );
-    let t = Instant::now();
-    archive::decode(&packed.bytes)?;
-    println!(
-        "whole decode      {:>8.1} ms",
-        t.elapsed().as_secs_f64() * 1e3
-    );
+    drop(split);
+    let packed = stage("whole pack (split, compress, self-check)", || {
+        archive::pack(&name, &data, &spec)
+    })?;
+    stage("whole decode", || archive::decode(&packed.bytes))?;
     Ok(())
 }

@@ -784,18 +784,21 @@ fn copy_rows_travel_column_coded_from_zstd_6_smaller_and_come_back() {
             // Flushes after every few messages make chunks of too few rows to code: the source
             // of a bulk load has more ready than that.
             for flush_every in [40, 100_000] {
-                let link = encode(&mut encoder_with(m, true), &stream, flush_every, None);
+                let mut enc = encoder_with(m, true);
+                let link = encode(&mut enc, &stream, flush_every, None);
                 let kinds: Vec<u8> = frames(&link).iter().map(|f| f.0).collect();
-                assert!(
-                    kinds.contains(&frame::COLUMNS),
-                    "{m}: no column-coded chunk"
-                );
+                let coded = kinds.iter().filter(|&&k| k == frame::COLUMNS).count() as u64;
+                assert!(coded > 0, "{m}: no column-coded chunk");
+                // Both ends count exactly the column-coded chunks (the tunnel's metrics).
+                assert_eq!(enc.counters().column_chunks, coded, "{m}: encoder's count");
                 for bytewise in [false, true] {
-                    let (out, _) = decode(&mut decoder_with(m, true), &link, bytewise);
+                    let mut dec = decoder_with(m, true);
+                    let (out, _) = decode(&mut dec, &link, bytewise);
                     assert!(
                         out == stream,
                         "{m}, {rows_per_message} rows a message: bytes differ"
                     );
+                    assert_eq!(dec.counters().column_chunks, coded, "{m}: decoder's count");
                 }
                 let plain = encode(&mut encoder_with(m, false), &stream, flush_every, None);
                 assert!(
@@ -819,8 +822,10 @@ fn no_chunk_is_column_coded_below_zstd_6_on_a_version_1_link_or_for_other_traffi
             frames(&link).iter().all(|f| f.0 != frame::COLUMNS),
             "{m} (columns allowed: {columns}) sent a column-coded chunk"
         );
-        let (out, _) = decode(&mut decoder_with(m, false), &link, false);
+        let mut dec = decoder_with(m, false);
+        let (out, _) = decode(&mut dec, &link, false);
         assert!(out == stream, "{m}: bytes differ");
+        assert_eq!(dec.counters().column_chunks, 0, "{m}");
     }
     // Statements, not rows of fields: declined by the coding, sent as plain chunks.
     let f2b = frontend_session(400);

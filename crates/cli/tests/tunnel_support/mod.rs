@@ -183,6 +183,8 @@ pub struct Direction {
     pub link_bytes: u64,
     /// Compressed chunks.
     pub chunks: u64,
+    /// Of those, the column-coded ones.
+    pub column_chunks: u64,
     /// Link frames.
     pub frames: u64,
     /// Method switches (`--method auto`).
@@ -232,6 +234,7 @@ impl Stats {
                 raw_bytes: n(d, "raw_bytes"),
                 link_bytes: n(d, "link_bytes"),
                 chunks: n(d, "chunks"),
+                column_chunks: n(d, "column_chunks"),
                 frames: n(d, "frames"),
                 method_switches: n(d, "method_switches"),
             }

@@ -240,6 +240,7 @@ impl LinkDecoder {
                     }
                 }
                 self.counters.chunks += 1;
+                self.counters.column_chunks += u64::from(columns);
             }
             frame::METHOD => {
                 let text = std::str::from_utf8(payload)

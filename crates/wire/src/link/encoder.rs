@@ -418,6 +418,7 @@ impl LinkEncoder {
         self.raw = raw;
         self.counters.frames += 1;
         self.counters.chunks += 1;
+        self.counters.column_chunks += u64::from(coded.is_some());
         self.counters.link_bytes += (HEADER_LEN + payload_len) as u64;
         self.compressible.chunk_raw += self.chunk_raw as u64;
         self.compressible.chunk_link += (HEADER_LEN + payload_len) as u64;

@@ -59,6 +59,8 @@ pub struct Counters {
     pub link_bytes: u64,
     /// Compressed chunks produced or decoded.
     pub chunks: u64,
+    /// Of those, the chunks that travelled column-coded (frame `K`).
+    pub column_chunks: u64,
     /// PostgreSQL messages pushed into an encoder (a decoder leaves this 0: it never frames).
     pub messages: u64,
     /// Link frames produced or decoded.

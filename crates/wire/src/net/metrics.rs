@@ -204,6 +204,7 @@ pub(crate) fn render(s: &StatsSnapshot, process: &ProcessFacts) -> String {
     let raw = Family::<Labels, Counter>::default();
     let link = Family::<Labels, Counter>::default();
     let chunks = Family::<Labels, Counter>::default();
+    let column_chunks = Family::<Labels, Counter>::default();
     let frames = Family::<Labels, Counter>::default();
     let switches = Family::<Labels, Counter>::default();
     for (name, d) in [
@@ -214,6 +215,7 @@ pub(crate) fn render(s: &StatsSnapshot, process: &ProcessFacts) -> String {
         raw.get_or_create(&labels).inc_by(d.raw_bytes);
         link.get_or_create(&labels).inc_by(d.link_bytes);
         chunks.get_or_create(&labels).inc_by(d.chunks);
+        column_chunks.get_or_create(&labels).inc_by(d.column_chunks);
         frames.get_or_create(&labels).inc_by(d.frames);
         switches.get_or_create(&labels).inc_by(d.method_switches);
     }
@@ -224,6 +226,11 @@ pub(crate) fn render(s: &StatsSnapshot, process: &ProcessFacts) -> String {
         link,
     );
     registry.register("chunks", "Compressed chunks", chunks);
+    registry.register(
+        "column_chunks",
+        "Compressed chunks that travelled column-coded",
+        column_chunks,
+    );
     registry.register("frames", "Link frames", frames);
     registry.register(
         "method_switches",
@@ -256,6 +263,7 @@ mod tests {
                 raw_bytes: 1000,
                 link_bytes: 400,
                 chunks: 5,
+                column_chunks: 2,
                 frames: 9,
                 method_switches: 0,
             },
@@ -263,6 +271,7 @@ mod tests {
                 raw_bytes: 123456,
                 link_bytes: 23456,
                 chunks: 11,
+                column_chunks: 0,
                 frames: 20,
                 method_switches: 6,
             },
@@ -283,6 +292,7 @@ mod tests {
             "pgcompress_tunnel_raw_bytes_total{half=\"client\",direction=\"backend_to_frontend\"} 123456",
             "pgcompress_tunnel_link_bytes_total{half=\"client\",direction=\"backend_to_frontend\"} 23456",
             "pgcompress_tunnel_chunks_total{half=\"client\",direction=\"frontend_to_backend\"} 5",
+            "pgcompress_tunnel_column_chunks_total{half=\"client\",direction=\"frontend_to_backend\"} 2",
             "pgcompress_tunnel_frames_total{half=\"client\",direction=\"backend_to_frontend\"} 20",
             "pgcompress_tunnel_method_switches_total{half=\"client\",direction=\"backend_to_frontend\"} 6",
         ] {

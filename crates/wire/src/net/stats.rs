@@ -39,6 +39,9 @@ pub struct DirectionStats {
     pub link_bytes: u64,
     /// Compressed chunks.
     pub chunks: u64,
+    /// Of those, the chunks that travelled column-coded (link version 2, zstd).
+    #[serde(default)]
+    pub column_chunks: u64,
     /// Link frames.
     pub frames: u64,
     /// Method switches `--method auto` made.
@@ -106,6 +109,7 @@ pub(crate) struct DirectionCounters {
     raw_bytes: AtomicU64,
     link_bytes: AtomicU64,
     chunks: AtomicU64,
+    column_chunks: AtomicU64,
     frames: AtomicU64,
     switches: AtomicU64,
 }
@@ -118,6 +122,8 @@ impl DirectionCounters {
             .fetch_add(now.raw_bytes - before.raw_bytes, Ordering::Relaxed);
         self.chunks
             .fetch_add(now.chunks - before.chunks, Ordering::Relaxed);
+        self.column_chunks
+            .fetch_add(now.column_chunks - before.column_chunks, Ordering::Relaxed);
         self.frames
             .fetch_add(now.frames - before.frames, Ordering::Relaxed);
     }
@@ -135,6 +141,7 @@ impl DirectionCounters {
             raw_bytes: self.raw_bytes.load(Ordering::Relaxed),
             link_bytes: self.link_bytes.load(Ordering::Relaxed),
             chunks: self.chunks.load(Ordering::Relaxed),
+            column_chunks: self.column_chunks.load(Ordering::Relaxed),
             frames: self.frames.load(Ordering::Relaxed),
             method_switches: self.switches.load(Ordering::Relaxed),
         }
