@@ -50,7 +50,8 @@ done
 { printf '\x02'; for i in $(seq 400); do printf 'The field of history %d and the people of the world. ' "$i"; done; } |
     seed wal_streams words-prose
 
-# words_decode: 2-byte cap (in 16-byte units), then a word-coded buffer: decoded length u64,
+# words_decode: 2-byte cap (in 16-byte units; its low six bits also pick the window of the
+# windowed reading), then a word-coded buffer: decoded length u64,
 # escape 0xfe, capital marker 0xff, one one-byte code (0x01), no prefixes, dictionary "the \0".
 words_head='\xfe\xff\x01\x01\x00\x05\x00\x00\x00the \x00'
 { printf '\x10\x00\x0d\x00\x00\x00\x00\x00\x00\x00'; printf "$words_head"; printf '\x01\xff\x01cat\xfe\x01\xfe\xfe'; } |

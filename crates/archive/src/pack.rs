@@ -283,7 +283,6 @@ fn build_records(
     let inputs = crate::lanes::balance(&inputs, MAX_EXTRA_PIECES, MIN_PIECE);
     let blocks = compress_parallel(spec, &inputs).map_err(codec_err)?;
     let mut parts = Vec::with_capacity(inputs.len() + 1);
-    let mut payload = Vec::with_capacity(blocks.iter().map(|(b, _)| b.len()).sum());
     for ((role, raw), (block, coded)) in inputs.iter().zip(&blocks) {
         parts.push(Part {
             kind: PartKind::Compressed,
@@ -293,7 +292,6 @@ fn build_records(
             stored_len: block.len() as u64,
             words: coded.is_some(),
         });
-        payload.extend_from_slice(block);
     }
     let tail = (data.len() - zeros_from) as u64;
     if tail > 0 {
@@ -315,8 +313,13 @@ fn build_records(
         parts,
         xxh3: hash.xxh3,
     };
-    let mut bytes = header.encode();
-    bytes.extend_from_slice(&payload);
+    // The blocks go straight after the header, in one buffer of the container's size: no
+    // payload gathered first (a copy, and fresh memory the kernel has to zero).
+    let mut bytes = Vec::with_capacity(header.container_len() as usize);
+    bytes.extend_from_slice(&header.encode());
+    for (block, _) in blocks {
+        bytes.extend_from_slice(&block);
+    }
     Ok(Packed { header, bytes })
 }
 

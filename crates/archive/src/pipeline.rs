@@ -50,25 +50,44 @@ pub(crate) fn decode_with(
         parts: mut decoded,
         whole,
         feeds,
+        word_fed,
+        offsets,
     } = decompress_parts(bytes)?;
     if let Transform::WalRecords(w, s) = &header.transform {
         let mut streams = whole;
-        for (p, raw) in header.parts.iter().zip(decoded.iter_mut()) {
-            if let Role::WalStream(st) = p.role {
-                let stream = &mut streams[st as usize];
-                if stream.is_empty() {
-                    *stream = std::mem::take(raw);
-                } else {
-                    stream.extend_from_slice(raw);
+        // Streams with a word-coded part are word-decoded as the segment is rebuilt, a
+        // window at a time, from their parts as decompressed (coded, or plain where the
+        // coding was declined): never a buffer of the whole decoded stream.
+        let mut worded: [Vec<WordPart>; STREAMS] = Default::default();
+        let mut after: Vec<(&Part, Vec<u8>)> = Vec::new();
+        for (index, (p, raw)) in header.parts.iter().zip(decoded.iter_mut()).enumerate() {
+            match p.role {
+                Role::WalStream(st) if word_fed[st as usize] => {
+                    worded[st as usize].push(WordPart {
+                        index,
+                        offset: offsets[index],
+                        bytes: std::mem::take(raw),
+                        coded: p.words,
+                    });
                 }
+                Role::WalStream(st) => {
+                    let stream = &mut streams[st as usize];
+                    if stream.is_empty() {
+                        *stream = std::mem::take(raw);
+                    } else {
+                        stream.extend_from_slice(raw);
+                    }
+                }
+                _ => after.push((p, std::mem::take(raw))),
             }
         }
-        let after: Vec<(&Part, Vec<u8>)> = header
-            .parts
-            .iter()
-            .zip(decoded)
-            .filter(|(p, _)| !matches!(p.role, Role::WalStream(_)))
-            .collect();
+        let word_cap = w.valid_len as usize;
+        let mut word_feeds: [Option<WordFeed<'_>>; STREAMS] = Default::default();
+        for (st, parts) in worded.iter().enumerate() {
+            if !parts.is_empty() {
+                word_feeds[st] = Some(WordFeed::new(parts, word_cap)?);
+            }
+        }
         let mut out = if keep {
             Vec::with_capacity((header.original_size as usize).min(RESERVE_CAP))
         } else {
@@ -104,22 +123,29 @@ pub(crate) fn decode_with(
             // decompressed on a thread of its own, into buffers handed over as they fill;
             // the other fed streams on this thread as they are read.
             let method = header.spec.method;
-            let sizes: Vec<usize> = feeds
-                .iter()
-                .map(|p| p.iter().map(|p| p.len).sum())
+            let sizes: Vec<usize> = (0..STREAMS)
+                .map(|st| match &word_feeds[st] {
+                    Some(f) => f.len,
+                    None => feeds[st].iter().map(|p| p.len).sum(),
+                })
                 .collect();
             let helped = (0..STREAMS)
                 .filter(|&st| sizes[st] >= HELPED_MIN)
                 .max_by_key(|&st| sizes[st]);
             let mut feeds = feeds.into_iter();
+            let mut word_feeds = word_feeds.into_iter();
             let sources = std::array::from_fn(|st| {
                 let parts = feeds.next().unwrap_or_default();
-                if parts.is_empty() {
-                    Source::Bytes(&streams[st])
-                } else if helped == Some(st) {
-                    Source::Feed(Box::new(helped_stream(scope, method, parts)), sizes[st])
+                let feed: Box<dyn crate::walsplit::Feed + Send + '_> =
+                    match word_feeds.next().flatten() {
+                        Some(words) => Box::new(words),
+                        None if parts.is_empty() => return Source::Bytes(&streams[st]),
+                        None => Box::new(FedStream::new(method, parts)),
+                    };
+                if helped == Some(st) {
+                    Source::Feed(Box::new(helped_stream(scope, feed)), sizes[st])
                 } else {
-                    Source::Feed(Box::new(FedStream::new(method, parts)), sizes[st])
+                    Source::Feed(feed, sizes[st])
                 }
             });
             crate::walsplit::join_sources(w.pageaddr, w.valid_len, s, sources, &mut send, || {
@@ -251,17 +277,17 @@ impl crate::walsplit::Feed for FedStream<'_> {
     }
 }
 
-/// A fed stream decompressed on a thread of its own: buffers come full over one channel, at
-/// most [`HELPED_AHEAD`] ahead of the reader, and go back empty over another.
+/// A fed stream read on a thread of its own: buffers come full over one channel, at most
+/// [`HELPED_AHEAD`] ahead of the reader, and go back empty over another.
 struct HelpedStream {
-    full: std::sync::mpsc::Receiver<Result<Vec<u8>, FeedError>>,
+    full: std::sync::mpsc::Receiver<Result<(Vec<u8>, usize), FeedError>>,
     empty: std::sync::mpsc::Sender<Vec<u8>>,
 }
 
 impl crate::walsplit::Feed for HelpedStream {
     fn next(&mut self) -> Result<Option<(Vec<u8>, usize)>, FeedError> {
         match self.full.recv() {
-            Ok(buf) => Ok(Some((buf?, HEADROOM))),
+            Ok(buf) => Ok(Some(buf?)),
             Err(_) => Ok(None),
         }
     }
@@ -271,33 +297,144 @@ impl crate::walsplit::Feed for HelpedStream {
     }
 }
 
-/// The reading end of a fed stream decompressed on a thread of its own (spawned in `scope`).
-fn helped_stream<'scope, 'b: 'scope>(
+/// The reading end of `feed` read on a thread of its own (spawned in `scope`).
+fn helped_stream<'scope>(
     scope: &'scope std::thread::Scope<'scope, '_>,
-    method: codec::Method,
-    parts: Vec<FedPart<'b>>,
+    mut feed: Box<dyn crate::walsplit::Feed + Send + 'scope>,
 ) -> HelpedStream {
-    let (full_tx, full) = std::sync::mpsc::sync_channel::<Result<Vec<u8>, FeedError>>(HELPED_AHEAD);
+    let (full_tx, full) = std::sync::mpsc::sync_channel(HELPED_AHEAD);
     let (empty, empty_rx) = std::sync::mpsc::channel::<Vec<u8>>();
-    scope.spawn(move || {
-        let mut feed =
-            codec::PartFeed::new(method, parts.iter().map(|p| (p.stored, p.len)).collect());
-        loop {
-            match fill_buffer(&mut feed, empty_rx.try_recv().ok(), HELPED_PIECE) {
-                Ok(None) => return,
-                Ok(Some(buf)) => {
-                    if full_tx.send(Ok(buf)).is_err() {
-                        return;
-                    }
-                }
-                Err(source) => {
-                    let _ = full_tx.send(Err(fed_error(&parts, feed.parts_started(), source)));
+    scope.spawn(move || loop {
+        if let Ok(buf) = empty_rx.try_recv() {
+            feed.recycle(buf);
+        }
+        match feed.next() {
+            Ok(None) => return,
+            Ok(Some(buf)) => {
+                if full_tx.send(Ok(buf)).is_err() {
                     return;
                 }
+            }
+            Err(e) => {
+                let _ = full_tx.send(Err(e));
+                return;
             }
         }
     });
     HelpedStream { full, empty }
+}
+
+/// A part of a stream that is word-decoded as it is read: its bytes as decompressed.
+struct WordPart {
+    index: usize,
+    offset: usize,
+    bytes: Vec<u8>,
+    /// Word-coded (else the coding was declined for this part and `bytes` are the stream's).
+    coded: bool,
+}
+
+/// A stream with word-coded parts, decoded as it is read, [`HELPED_PIECE`] bytes at a time.
+struct WordFeed<'b> {
+    parts: std::vec::IntoIter<WordRead<'b>>,
+    current: Option<WordRead<'b>>,
+    spare: Option<Vec<u8>>,
+    /// The stream's decoded length.
+    len: usize,
+}
+
+/// Where a [`WordFeed`] is in one of its parts.
+struct WordRead<'b> {
+    index: usize,
+    offset: usize,
+    src: WordSrc<'b>,
+}
+
+enum WordSrc<'b> {
+    Coded(Box<codec::words::Reader<'b>>),
+    Plain(&'b [u8]),
+}
+
+impl<'b> WordFeed<'b> {
+    /// Checks every coded part's header (each decoded length capped at `cap`).
+    fn new(parts: &'b [WordPart], cap: usize) -> Result<WordFeed<'b>, ContainerError> {
+        let mut reads = Vec::with_capacity(parts.len());
+        let mut len = 0usize;
+        for p in parts {
+            let src = if p.coded {
+                let r = codec::words::Reader::new(&p.bytes, cap).map_err(|source| {
+                    ContainerError::Words {
+                        index: p.index,
+                        offset: p.offset as u64,
+                        source,
+                    }
+                })?;
+                WordSrc::Coded(Box::new(r))
+            } else {
+                WordSrc::Plain(&p.bytes)
+            };
+            len = len.saturating_add(match &src {
+                WordSrc::Coded(r) => r.len(),
+                WordSrc::Plain(b) => b.len(),
+            });
+            reads.push(WordRead {
+                index: p.index,
+                offset: p.offset,
+                src,
+            });
+        }
+        Ok(WordFeed {
+            parts: reads.into_iter(),
+            current: None,
+            spare: None,
+            len,
+        })
+    }
+}
+
+impl crate::walsplit::Feed for WordFeed<'_> {
+    fn next(&mut self) -> Result<Option<(Vec<u8>, usize)>, FeedError> {
+        let mut buf = self.spare.take().unwrap_or_default();
+        buf.resize(HEADROOM + HELPED_PIECE, 0);
+        let mut n = 0;
+        while n < HELPED_PIECE {
+            let Some(cur) = self.current.as_mut() else {
+                match self.parts.next() {
+                    Some(next) => {
+                        self.current = Some(next);
+                        continue;
+                    }
+                    None => break,
+                }
+            };
+            let dst = &mut buf[HEADROOM + n..];
+            let got = match &mut cur.src {
+                WordSrc::Coded(r) => r.read(dst).map_err(|e| FeedError {
+                    part: cur.index,
+                    offset: cur.offset as u64,
+                    source: e.into(),
+                })?,
+                WordSrc::Plain(bytes) => {
+                    let k = bytes.len().min(dst.len());
+                    dst[..k].copy_from_slice(&bytes[..k]);
+                    *bytes = &bytes[k..];
+                    k
+                }
+            };
+            if got == 0 {
+                self.current = None;
+            }
+            n += got;
+        }
+        if n == 0 {
+            return Ok(None);
+        }
+        buf.truncate(HEADROOM + n);
+        Ok(Some((buf, HEADROOM)))
+    }
+
+    fn recycle(&mut self, buf: Vec<u8>) {
+        self.spare = Some(buf);
+    }
 }
 
 /// Bytes of zeros handed to sinks at a time for a zero tail.
@@ -342,10 +479,11 @@ fn decompress_parts(bytes: &[u8]) -> Result<Decompressed<'_>, ContainerError> {
         off += p.stored_len as usize;
     }
     let method = header.spec.method;
-    let word_cap = match &header.transform {
-        Transform::WalRecords(w, _) => w.valid_len as usize,
-        _ => 0,
+    let (word_cap, records) = match &header.transform {
+        Transform::WalRecords(w, _) => (w.valid_len as usize, true),
+        _ => (0, false),
     };
+    let offsets: Vec<usize> = jobs.iter().map(|&(_, off, _, _)| off).collect();
     // Parts decompress on two threads; each output is capped at the part's declared raw
     // length (and a word-coded stream at the prefix it belongs to).
     // A stream stored in several parts, none word-coded, is decompressed straight into
@@ -368,6 +506,9 @@ fn decompress_parts(bytes: &[u8]) -> Result<Decompressed<'_>, ContainerError> {
     // stream is needed.
     let fed: [bool; STREAMS] =
         std::array::from_fn(|st| pieces[st] > 0 && !coded[st] && method == codec::Method::Zstd);
+    // Streams with a word-coded part are decompressed here and word-decoded as they are
+    // read (see `decode_with`).
+    let word_fed: [bool; STREAMS] = std::array::from_fn(|st| records && coded[st]);
     let mut feeds: [Vec<FedPart<'_>>; STREAMS] = Default::default();
     for st in 0..STREAMS {
         if pieces[st] > 1 && !coded[st] && !fed[st] {
@@ -432,7 +573,8 @@ fn decompress_parts(bytes: &[u8]) -> Result<Decompressed<'_>, ContainerError> {
             let mut raw = Vec::new();
             dec.decompress(method, stored, p.raw_len as usize, &mut raw)
                 .map_err(failed)?;
-            if p.words {
+            let deferred = matches!(p.role, Role::WalStream(st) if word_fed[st as usize]);
+            if p.words && !deferred {
                 raw = crate::words::decode(&raw, word_cap).map_err(|source| {
                     ContainerError::Words {
                         index,
@@ -450,6 +592,8 @@ fn decompress_parts(bytes: &[u8]) -> Result<Decompressed<'_>, ContainerError> {
         parts: decoded,
         whole,
         feeds,
+        word_fed,
+        offsets,
     })
 }
 
@@ -472,6 +616,11 @@ struct Decompressed<'b> {
     whole: [Vec<u8>; STREAMS],
     /// Streams decompressed as they are read: their parts, still compressed.
     feeds: [Vec<FedPart<'b>>; STREAMS],
+    /// Streams with a word-coded part: their parts are in `parts` decompressed but still
+    /// word-coded, to be decoded as they are read.
+    word_fed: [bool; STREAMS],
+    /// Where each part's bytes are in the container.
+    offsets: Vec<usize>,
 }
 
 /// A part of a stream that is decompressed as it is read.

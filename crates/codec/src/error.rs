@@ -13,6 +13,9 @@ pub enum CodecError {
     /// The pglz stream is corrupt.
     #[error("pglz: {0}")]
     Pglz(#[from] PglzError),
+    /// A word-coded buffer does not decode ([`crate::words`]).
+    #[error("word coding: {0}")]
+    Words(#[from] crate::words::WordsError),
     /// The underlying library (zstd, lz4, snappy, gzip, xz) reported an error.
     #[error("{method}: {source}")]
     Library {

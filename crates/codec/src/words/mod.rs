@@ -46,7 +46,7 @@ mod scan;
 #[cfg(test)]
 mod tests;
 
-pub use decoder::decode;
+pub use decoder::{decode, Reader};
 pub use encoder::encode;
 pub use error::WordsError;
 

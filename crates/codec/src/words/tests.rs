@@ -1,6 +1,6 @@
 use super::decoder::decode_with;
 use super::encoder::declined_early;
-use super::{decode, encode};
+use super::{decode, encode, Reader, WordsError};
 
 fn prose(n: usize) -> Vec<u8> {
     let words = [
@@ -241,4 +241,78 @@ fn damaged_codes_are_errors_or_other_bytes() {
         decode(&coded[..coded.len() - 1], data.len()).is_err(),
         "truncated"
     );
+}
+
+/// Everything `coded` decodes to, read through a [`Reader`] in windows whose sizes `window`
+/// gives call by call.
+fn read_windowed(
+    coded: &[u8],
+    cap: usize,
+    mut window: impl FnMut() -> usize,
+) -> Result<Vec<u8>, WordsError> {
+    let mut r = Reader::new(coded, cap)?;
+    let mut out = Vec::new();
+    loop {
+        let at = out.len();
+        out.resize(at + window(), 0xaa);
+        let n = r.read(&mut out[at..])?;
+        out.truncate(at + n);
+        if n == 0 {
+            return Ok(out);
+        }
+    }
+}
+
+#[test]
+fn windowed_reading_gives_the_same_bytes_in_any_windows() {
+    let mut mixed = awkward(200_000);
+    mixed.extend((0..=255u8).cycle().take(30_000));
+    for data in [awkward(300_000), prose(200_000), prose(20_000), mixed] {
+        let coded = encode(&data).unwrap_or_else(|| panic!("{} bytes not coded", data.len()));
+        let r = Reader::new(&coded, data.len()).expect("header");
+        assert_eq!(r.len(), data.len());
+        for w in [1, 2, 3, 17, 47, 48, 49, 64, 1000, 4096, 65536, 1 << 20] {
+            assert_eq!(
+                read_windowed(&coded, data.len(), || w),
+                Ok(data.clone()),
+                "window {w}"
+            );
+        }
+        let mut x: u64 = 3;
+        let varying = read_windowed(&coded, data.len(), || {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            1 + (x >> 40) as usize % 300
+        });
+        assert_eq!(varying, Ok(data.clone()), "varying windows");
+    }
+}
+
+#[test]
+fn windowed_reading_agrees_with_decode_on_damage() {
+    let data = awkward(100_000);
+    let coded = encode(&data).expect("coded");
+    let body = coded.len() - 2000;
+    let mut x: u64 = 9;
+    for _ in 0..3000 {
+        let mut bad = coded.clone();
+        for _ in 0..1 + x % 3 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            let at = if x % 4 == 0 {
+                (x >> 20) as usize % coded.len()
+            } else {
+                body + (x >> 20) as usize % 2000
+            };
+            bad[at] = (x >> 40) as u8;
+        }
+        if x % 7 == 0 {
+            bad.truncate(bad.len() - (x >> 50) as usize % 5);
+        }
+        let cap = data.len() + (x % 3) as usize;
+        let w = [1, 50, 4096, 1 << 17][(x >> 30) as usize % 4];
+        assert_eq!(
+            read_windowed(&bad, cap, || w),
+            decode(&bad, cap),
+            "window {w}"
+        );
+    }
 }
