@@ -169,9 +169,13 @@ impl<'a> Reader<'a> {
     }
 
     /// Decodes into `out`: fills it, or ends at the end of the text. Returns the bytes
-    /// written, 0 once everything was read. A body that decodes to a different length than
-    /// its header states is an error, at the read that finds it.
+    /// written: 0 once everything was read (or when `out` is empty, as `std::io::Read`
+    /// does). A body that decodes to a different length than its header states is an
+    /// error, at the read that finds it.
     pub fn read(&mut self, out: &mut [u8]) -> Result<usize, WordsError> {
+        if out.is_empty() {
+            return Ok(0);
+        }
         let mut w = self.drain(out);
         while w < out.len() && self.i < self.body.len() {
             if let Some(fast) = &self.fast {

@@ -269,8 +269,9 @@ fn windowed_reading_gives_the_same_bytes_in_any_windows() {
     mixed.extend((0..=255u8).cycle().take(30_000));
     for data in [awkward(300_000), prose(200_000), prose(20_000), mixed] {
         let coded = encode(&data).unwrap_or_else(|| panic!("{} bytes not coded", data.len()));
-        let r = Reader::new(&coded, data.len()).expect("header");
+        let mut r = Reader::new(&coded, data.len()).expect("header");
         assert_eq!(r.len(), data.len());
+        assert_eq!(r.read(&mut []), Ok(0), "an empty window reads nothing");
         for w in [1, 2, 3, 17, 47, 48, 49, 64, 1000, 4096, 65536, 1 << 20] {
             assert_eq!(
                 read_windowed(&coded, data.len(), || w),
