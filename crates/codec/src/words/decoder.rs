@@ -4,7 +4,7 @@
 use super::fast::{Fast, FAST_SLACK};
 use super::header::{Header, CAP, ESC, LIT, ONE_CODE, PREFIX};
 use super::WordsError;
-use crate::error::MAX_DECOMPRESSED_SIZE;
+use crate::limits::MAX_DECOMPRESSED_SIZE;
 
 /// Reverses [`super::encode`]. `max_len` caps the decoded length the header may claim (and
 /// [`MAX_DECOMPRESSED_SIZE`] caps `max_len`); the output buffer is allocated only once the
