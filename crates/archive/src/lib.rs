@@ -11,6 +11,7 @@
 pub mod container;
 pub mod error;
 mod lanes;
+pub mod memory;
 pub mod pack;
 pub mod pipeline;
 pub mod repo;

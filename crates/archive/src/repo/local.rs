@@ -13,6 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use super::{nanos, sync_dir, Check, Store};
 use crate::error::ArchiveError;
+use crate::memory::Buf;
 
 /// Directory inside the repository holding files being written.
 pub const TMP_DIR: &str = ".tmp";
@@ -72,9 +73,9 @@ impl LocalStore {
 }
 
 impl Store for LocalStore {
-    fn read(&self, key: &str) -> Result<Option<Vec<u8>>, ArchiveError> {
+    fn read(&self, key: &str) -> Result<Option<Buf>, ArchiveError> {
         let path = self.dir.join(key);
-        match fs::read(&path) {
+        match crate::memory::read_file(&path) {
             Ok(b) => Ok(Some(b)),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
             Err(e) => Err(ArchiveError::io("reading", &path)(e)),

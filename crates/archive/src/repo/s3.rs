@@ -24,6 +24,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
 
 use super::{S3Options, Store};
 use crate::error::ArchiveError;
+use crate::memory::Buf;
 
 /// A bucket and a key prefix of an S3-compatible object store.
 #[derive(Debug)]
@@ -111,7 +112,7 @@ impl S3Store {
 }
 
 impl Store for S3Store {
-    fn read(&self, key: &str) -> Result<Option<Vec<u8>>, ArchiveError> {
+    fn read(&self, key: &str) -> Result<Option<Buf>, ArchiveError> {
         let path = self.path(key)?;
         let got = self.run(async {
             match self.client.get(&path).await {
@@ -120,7 +121,7 @@ impl Store for S3Store {
                 Err(e) => Err(e),
             }
         });
-        got.map(|b| b.map(Vec::from))
+        got.map(|b| b.map(|b| Buf::from(Vec::from(b))))
             .map_err(|e| self.error(format!("reading {key} from"), &e))
     }
 

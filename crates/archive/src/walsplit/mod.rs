@@ -37,10 +37,12 @@ use wal::consts::{maxalign, LONG_PAGE_HEADER_LEN, SHORT_PAGE_HEADER_LEN, XLP_FIR
 use wal::page::PageHeader;
 use wal::record::Body;
 
+use crate::memory::Buf;
+
 pub use error::{FeedError, SplitError};
 pub use feed::{Feed, Source};
 pub use join::{join, join_into, join_sources, Piece};
-pub use split::split;
+pub use split::{split, split_with};
 
 /// Number of streams.
 pub const STREAMS: usize = 9;
@@ -112,11 +114,40 @@ pub struct SplitInfo {
 
 /// A split segment prefix.
 #[derive(Debug, Clone, Default)]
-pub struct Split {
+pub struct Split<B = Vec<u8>> {
     /// The numbers [`join`] needs.
     pub info: SplitInfo,
     /// The streams, indexed by [`Stream`].
-    pub streams: [Vec<u8>; STREAMS],
+    pub streams: [B; STREAMS],
+}
+
+/// What [`split_with`] writes a stream into: a vector, or a [`Buf`] (`archive push` uses
+/// those, whose memory may be huge pages).
+pub trait StreamBuf: Default {
+    /// An empty stream with room for `cap` bytes.
+    fn with_capacity(cap: usize) -> Self;
+    /// Appends `bytes`.
+    fn extend_from_slice(&mut self, bytes: &[u8]);
+}
+
+impl StreamBuf for Vec<u8> {
+    fn with_capacity(cap: usize) -> Vec<u8> {
+        Vec::with_capacity(cap)
+    }
+
+    fn extend_from_slice(&mut self, bytes: &[u8]) {
+        Vec::extend_from_slice(self, bytes);
+    }
+}
+
+impl StreamBuf for Buf {
+    fn with_capacity(cap: usize) -> Buf {
+        Buf::with_capacity(cap)
+    }
+
+    fn extend_from_slice(&mut self, bytes: &[u8]) {
+        Buf::extend_from_slice(self, bytes);
+    }
 }
 
 /// MAXALIGN as a length: the most padding a record is followed by.
@@ -218,7 +249,7 @@ impl Pages {
     }
 
     /// Appends content bytes `pos..pos + len` of the segment `data` to `out`.
-    fn append(&self, data: &[u8], pos: usize, len: usize, out: &mut Vec<u8>) {
+    fn append(&self, data: &[u8], pos: usize, len: usize, out: &mut impl StreamBuf) {
         self.runs(pos, len, |o, n| out.extend_from_slice(&data[o..o + n]));
     }
 
