@@ -48,11 +48,9 @@ fn main() -> Result<(), Box<dyn Error>> {
         .ok_or(usage)?
         .to_string_lossy()
         .into_owned();
-    // As push reads it (into memory advised for huge pages).
-    let data = stage("read", || archive::memory::read_file(path.as_ref()))?;
-    let data = data.as_slice();
-    stage("sha256", || Sha256::digest(data));
-    let (_, split, _) = stage("split", || records_split(data)).ok_or("does not split")?;
+    let data = stage("read", || std::fs::read(&path))?;
+    stage("sha256", || Sha256::digest(&data));
+    let (_, split, _) = stage("split", || records_split(&data)).ok_or("does not split")?;
     let mut c = BlockCompressor::new(&spec)?;
     let mut out = Vec::new();
     for s in [Stream::BlockData, Stream::Images, Stream::BlockHeaders] {
@@ -74,7 +72,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     }
     drop(split);
     let packed = stage("whole pack (split, compress, self-check)", || {
-        archive::pack(&name, data, &spec)
+        archive::pack(&name, &data, &spec)
     })?;
     stage("whole decode", || archive::decode(&packed.bytes))?;
     Ok(())

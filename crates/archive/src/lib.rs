@@ -11,7 +11,6 @@
 pub mod container;
 pub mod error;
 mod lanes;
-pub mod memory;
 pub mod pack;
 pub mod pipeline;
 pub mod repo;

@@ -19,7 +19,6 @@ use wal::{DecoderOptions, Next, Stop, WalDecoder};
 
 use crate::container::{self, check_name, Header, Part, PartKind, Role, Transform, WalInfo};
 use crate::error::ArchiveError;
-use crate::memory::Buf;
 use crate::walsplit::{self, Stream};
 use wal::consts::{LONG_PAGE_HEADER_LEN, SHORT_PAGE_HEADER_LEN};
 
@@ -224,7 +223,7 @@ fn build(
 /// the segment (a recycled file's stale pages), whichever comes first; the [`WalInfo`] whose
 /// `valid_len` is where the streams end; and where the trailing zeros begin. `None` for
 /// anything else.
-pub fn records_split(data: &[u8]) -> Option<(WalInfo, walsplit::Split<Buf>, usize)> {
+pub fn records_split(data: &[u8]) -> Option<(WalInfo, walsplit::Split, usize)> {
     let (first, long) = segment_start(data)?;
     let len = data.len();
     let blcksz = long.xlog_blcksz as usize;
@@ -246,7 +245,7 @@ pub fn records_split(data: &[u8]) -> Option<(WalInfo, walsplit::Split<Buf>, usiz
     if end > page && end < page + header {
         end = (page + header).min(len);
     }
-    let split = walsplit::split_with(&data[..end], first.pageaddr.0)?;
+    let split = walsplit::split(&data[..end], first.pageaddr.0)?;
     let info = WalInfo {
         magic: first.magic,
         tli: first.tli,
@@ -264,7 +263,7 @@ fn build_records(
     hash: Hash,
     spec: &Spec,
     info: WalInfo,
-    split: walsplit::Split<Buf>,
+    split: walsplit::Split,
     zeros_from: usize,
 ) -> Result<Packed, ArchiveError> {
     let codec_err = |source| ArchiveError::Codec {

@@ -10,7 +10,6 @@ use codec::cursor::le_u32_at;
 
 use crate::container::{check_hashes, Header, Part, PartKind, Role, Transform};
 use crate::error::ContainerError;
-use crate::memory::Buf;
 use crate::walsplit::{FeedError, Piece, Source, STREAMS};
 
 /// Most bytes [`decode`] reserves before any part has been decoded.
@@ -74,12 +73,12 @@ pub(crate) fn decode_with(
                 Role::WalStream(st) => {
                     let stream = &mut streams[st as usize];
                     if stream.is_empty() {
-                        *stream = std::mem::take(raw).into_vec();
+                        *stream = std::mem::take(raw);
                     } else {
                         stream.extend_from_slice(raw);
                     }
                 }
-                _ => after.push((p, std::mem::take(raw).into_vec())),
+                _ => after.push((p, std::mem::take(raw))),
             }
         }
         let word_cap = w.valid_len as usize;
@@ -177,7 +176,7 @@ pub(crate) fn decode_with(
     }
     let out = if let ([p], [raw]) = (header.parts.as_slice(), decoded.as_mut_slice()) {
         if p.kind == PartKind::Compressed {
-            std::mem::take(raw).into_vec()
+            std::mem::take(raw)
         } else {
             vec![0; p.raw_len as usize]
         }
@@ -329,7 +328,7 @@ fn helped_stream<'scope>(
 struct WordPart {
     index: usize,
     offset: usize,
-    bytes: Buf,
+    bytes: Vec<u8>,
     /// Word-coded (else the coding was declined for this part and `bytes` are the stream's).
     coded: bool,
 }
@@ -561,28 +560,20 @@ fn decompress_parts(bytes: &[u8]) -> Result<Decompressed<'_>, ContainerError> {
                 source,
             };
             if p.kind == PartKind::Zeros {
-                return Ok(Buf::default());
+                return Ok(Vec::new());
             }
             match dest {
-                Dest::Fed => return Ok(Buf::default()),
+                Dest::Fed => return Ok(Vec::new()),
                 Dest::Slice(dest) => {
                     dec.decompress_into(method, stored, dest).map_err(failed)?;
-                    return Ok(Buf::default());
+                    return Ok(Vec::new());
                 }
                 Dest::Own => {}
-            }
-            let deferred = matches!(p.role, Role::WalStream(st) if word_fed[st as usize]);
-            if deferred && method == codec::Method::Zstd {
-                // Held until the segment is rebuilt from it: in memory that may be huge
-                // pages (a text segment's coded streams are megabytes, all fresh memory).
-                let mut raw = Buf::zeroed(p.raw_len as usize);
-                dec.decompress_into(method, stored, &mut raw)
-                    .map_err(failed)?;
-                return Ok(raw);
             }
             let mut raw = Vec::new();
             dec.decompress(method, stored, p.raw_len as usize, &mut raw)
                 .map_err(failed)?;
+            let deferred = matches!(p.role, Role::WalStream(st) if word_fed[st as usize]);
             if p.words && !deferred {
                 raw = crate::words::decode(&raw, word_cap).map_err(|source| {
                     ContainerError::Words {
@@ -592,7 +583,7 @@ fn decompress_parts(bytes: &[u8]) -> Result<Decompressed<'_>, ContainerError> {
                     }
                 })?;
             }
-            Ok(Buf::from(raw))
+            Ok(raw)
         },
     )?;
     drop(free);
@@ -620,7 +611,7 @@ enum Dest<'a> {
 struct Decompressed<'b> {
     header: Header,
     /// One output per part: empty for zeros and for the pieces of a stream in `whole`.
-    parts: Vec<Buf>,
+    parts: Vec<Vec<u8>>,
     /// Streams stored in several parts and decompressed into one buffer (else empty).
     whole: [Vec<u8>; STREAMS],
     /// Streams decompressed as they are read: their parts, still compressed.

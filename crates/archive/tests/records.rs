@@ -3,9 +3,8 @@
 
 use archive::container::{Role, Transform};
 use archive::decode;
-use archive::memory::Buf;
 use archive::pack::pack;
-use archive::walsplit::{join, join_into, split, split_with, Stream, StreamBuf};
+use archive::walsplit::{join, join_into, split, Stream};
 use codec::{BlockCompressor, Spec};
 
 mod fixture;
@@ -366,48 +365,4 @@ fn join_errors_name_the_stream_and_keep_their_source() {
         } => assert_eq!((source.offset, source.needed, source.remaining), (8, 4, 0)),
         e => panic!("unexpected error {e:?}"),
     }
-}
-
-/// Streams split into mappings whatever their size (the fixture's 1 MB segments are below
-/// the size `archive push` maps from).
-#[derive(Debug, Default)]
-struct Mapped(Buf);
-
-impl StreamBuf for Mapped {
-    fn with_capacity(cap: usize) -> Mapped {
-        Mapped(Buf::mapped(cap))
-    }
-
-    fn extend_from_slice(&mut self, bytes: &[u8]) {
-        self.0.extend_from_slice(bytes);
-    }
-}
-
-#[test]
-fn streams_in_mapped_buffers_equal_streams_in_vectors() {
-    // `archive push` splits into `memory::Buf`s, mapped and advised for huge pages when
-    // large; the streams must not depend on where they are written.
-    let mut mapped = 0;
-    for (name, data) in segments() {
-        let (info, bufs, _) = archive::pack::records_split(&data).expect("a segment splits");
-        let prefix = &data[..info.valid_len as usize];
-        let vecs = split(prefix, info.pageaddr).expect("splits");
-        let maps = split_with::<Mapped>(prefix, info.pageaddr).expect("splits");
-        assert_eq!(bufs.info, vecs.info, "{name}");
-        assert_eq!(maps.info, vecs.info, "{name}");
-        for st in Stream::ALL {
-            let i = st as usize;
-            let want = vecs.streams[i].as_slice();
-            assert!(bufs.streams[i].as_slice() == want, "{name}: {}", st.name());
-            assert!(
-                maps.streams[i].0.as_slice() == want,
-                "{name}: {}",
-                st.name()
-            );
-            mapped += usize::from(matches!(maps.streams[i].0, Buf::Map { .. }));
-        }
-    }
-    // The three large streams of every segment are made mapped; the others start as
-    // vectors.
-    assert_eq!(mapped, 3 * 35, "streams in mappings");
 }

@@ -13,7 +13,6 @@ use std::time::{Duration, SystemTime};
 
 use super::{nanos, sync_dir, Check, Store};
 use crate::error::ArchiveError;
-use crate::memory::Buf;
 
 /// Directory inside the repository holding files being written.
 pub const TMP_DIR: &str = ".tmp";
@@ -73,9 +72,9 @@ impl LocalStore {
 }
 
 impl Store for LocalStore {
-    fn read(&self, key: &str) -> Result<Option<Buf>, ArchiveError> {
+    fn read(&self, key: &str) -> Result<Option<Vec<u8>>, ArchiveError> {
         let path = self.dir.join(key);
-        match crate::memory::read_file(&path) {
+        match fs::read(&path) {
             Ok(b) => Ok(Some(b)),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
             Err(e) => Err(ArchiveError::io("reading", &path)(e)),

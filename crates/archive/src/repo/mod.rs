@@ -32,7 +32,6 @@ use sha2::{Digest, Sha256};
 
 use crate::container::{self, check_name, Header, MAX_HEADER_LEN};
 use crate::error::{ArchiveError, ContainerError};
-use crate::memory::Buf;
 use crate::pack::{pack_fallback, pack_records, self_check};
 
 pub use expire::{Expired, Retain};
@@ -166,7 +165,7 @@ pub type Check<'a> = &'a (dyn Fn(&[u8]) -> Result<(), ArchiveError> + Sync);
 /// with its blocking pool (`spawn_blocking`).
 pub trait Store: std::fmt::Debug + Send + Sync {
     /// The whole object, or `None` if there is none under `key`.
-    fn read(&self, key: &str) -> Result<Option<Buf>, ArchiveError>;
+    fn read(&self, key: &str) -> Result<Option<Vec<u8>>, ArchiveError>;
 
     /// The object's size and its first `len` bytes (fewer if it is shorter), or `None` if
     /// there is none under `key`.
@@ -249,21 +248,20 @@ impl Repository {
     /// Archives the file at `src` under `name` with `spec`.
     pub fn push(&self, src: &Path, name: &str, spec: &Spec) -> Result<PushOutcome, ArchiveError> {
         valid_name(name)?;
-        let data = crate::memory::read_file(src).map_err(ArchiveError::io("reading", src))?;
-        let data = data.as_slice();
+        let data = fs::read(src).map_err(ArchiveError::io("reading", src))?;
         let key = key_of(name);
         // The hash is needed here only when the name is taken; packing computes it anyway.
-        if let Some(outcome) = self.compare_existing(name, &key, || Sha256::digest(data).into())? {
+        if let Some(outcome) = self.compare_existing(name, &key, || Sha256::digest(&data).into())? {
             return Ok(outcome);
         }
         // A WAL segment's container is written (and fsynced) while it is checked by decoding
         // it; it is published only if the check passes. Anything else, or a container that
         // fails the check, goes the checked fallback way.
-        let (candidate, hash) = pack_records(name, data, spec)?;
+        let (candidate, hash) = pack_records(name, &data, spec)?;
         let mut published = None;
         if let Some(packed) = candidate {
             let check = |bytes: &[u8]| {
-                self_check(bytes, data).map_err(|source| ArchiveError::SelfCheck {
+                self_check(bytes, &data).map_err(|source| ArchiveError::SelfCheck {
                     name: name.into(),
                     source,
                 })
@@ -277,7 +275,8 @@ impl Repository {
         let (created, header) = match published {
             Some(p) => p,
             None => {
-                let packed = pack_fallback(name, data, hash, spec)?;
+                let packed = pack_fallback(name, &data, hash, spec)?;
+                drop(data);
                 (self.store.create(&key, packed.bytes)?, packed.header)
             }
         };

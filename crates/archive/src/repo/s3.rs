@@ -24,7 +24,6 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
 
 use super::{S3Options, Store};
 use crate::error::ArchiveError;
-use crate::memory::Buf;
 
 /// A bucket and a key prefix of an S3-compatible object store.
 #[derive(Debug)]
@@ -112,7 +111,7 @@ impl S3Store {
 }
 
 impl Store for S3Store {
-    fn read(&self, key: &str) -> Result<Option<Buf>, ArchiveError> {
+    fn read(&self, key: &str) -> Result<Option<Vec<u8>>, ArchiveError> {
         let path = self.path(key)?;
         let got = self.run(async {
             match self.client.get(&path).await {
@@ -121,7 +120,7 @@ impl Store for S3Store {
                 Err(e) => Err(e),
             }
         });
-        got.map(|b| b.map(|b| Buf::from(Vec::from(b))))
+        got.map(|b| b.map(Vec::from))
             .map_err(|e| self.error(format!("reading {key} from"), &e))
     }
 

@@ -23,7 +23,7 @@ pub fn join(
     seg_start: u64,
     valid_len: u64,
     info: &SplitInfo,
-    streams: &[impl AsRef<[u8]>; STREAMS],
+    streams: &[Vec<u8>; STREAMS],
 ) -> Result<Vec<u8>, SplitError> {
     let mut out = Vec::new();
     join_into(
@@ -89,11 +89,11 @@ pub fn join_into(
     seg_start: u64,
     valid_len: u64,
     info: &SplitInfo,
-    streams: &[impl AsRef<[u8]>; STREAMS],
+    streams: &[Vec<u8>; STREAMS],
     ready: impl FnMut(Piece),
     wait: impl FnMut() -> bool,
 ) -> Result<(), SplitError> {
-    let sources = std::array::from_fn(|i| Source::Bytes(streams[i].as_ref()));
+    let sources = std::array::from_fn(|i| Source::Bytes(&streams[i]));
     join_sources(seg_start, valid_len, info, sources, ready, wait)
 }
 

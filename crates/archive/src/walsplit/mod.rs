@@ -37,12 +37,10 @@ use wal::consts::{maxalign, LONG_PAGE_HEADER_LEN, SHORT_PAGE_HEADER_LEN, XLP_FIR
 use wal::page::PageHeader;
 use wal::record::Body;
 
-use crate::memory::Buf;
-
 pub use error::{FeedError, SplitError};
 pub use feed::{Feed, Source};
 pub use join::{join, join_into, join_sources, Piece};
-pub use split::{split, split_with};
+pub use split::split;
 
 /// Number of streams.
 pub const STREAMS: usize = 9;
@@ -114,40 +112,11 @@ pub struct SplitInfo {
 
 /// A split segment prefix.
 #[derive(Debug, Clone, Default)]
-pub struct Split<B = Vec<u8>> {
+pub struct Split {
     /// The numbers [`join`] needs.
     pub info: SplitInfo,
     /// The streams, indexed by [`Stream`].
-    pub streams: [B; STREAMS],
-}
-
-/// What [`split_with`] writes a stream into: a vector, or a [`Buf`] (`archive push` uses
-/// those, whose memory may be huge pages).
-pub trait StreamBuf: Default {
-    /// An empty stream with room for `cap` bytes.
-    fn with_capacity(cap: usize) -> Self;
-    /// Appends `bytes`.
-    fn extend_from_slice(&mut self, bytes: &[u8]);
-}
-
-impl StreamBuf for Vec<u8> {
-    fn with_capacity(cap: usize) -> Vec<u8> {
-        Vec::with_capacity(cap)
-    }
-
-    fn extend_from_slice(&mut self, bytes: &[u8]) {
-        Vec::extend_from_slice(self, bytes);
-    }
-}
-
-impl StreamBuf for Buf {
-    fn with_capacity(cap: usize) -> Buf {
-        Buf::with_capacity(cap)
-    }
-
-    fn extend_from_slice(&mut self, bytes: &[u8]) {
-        Buf::extend_from_slice(self, bytes);
-    }
+    pub streams: [Vec<u8>; STREAMS],
 }
 
 /// MAXALIGN as a length: the most padding a record is followed by.
@@ -249,7 +218,7 @@ impl Pages {
     }
 
     /// Appends content bytes `pos..pos + len` of the segment `data` to `out`.
-    fn append(&self, data: &[u8], pos: usize, len: usize, out: &mut impl StreamBuf) {
+    fn append(&self, data: &[u8], pos: usize, len: usize, out: &mut Vec<u8>) {
         self.runs(pos, len, |o, n| out.extend_from_slice(&data[o..o + n]));
     }
 

@@ -8,17 +8,12 @@ use wal::consts::{
 use wal::page::PageHeader;
 use wal::record::{decode_body, record_crc, Body};
 
-use super::{align, payload_start, predicted_header, Pages, Spans, Split, Stream, StreamBuf};
+use super::{align, payload_start, predicted_header, Pages, Spans, Split, Stream};
 
 /// Takes apart `data`, the valid prefix of a segment that starts at `seg_start`. `None` when
 /// the prefix is not a run of well-formed pages of one segment (the caller then stores it
 /// as it is).
 pub fn split(data: &[u8], seg_start: u64) -> Option<Split> {
-    split_with(data, seg_start)
-}
-
-/// [`split`] into streams of type `B`.
-pub fn split_with<B: StreamBuf>(data: &[u8], seg_start: u64) -> Option<Split<B>> {
     let first = PageHeader::parse(data)?;
     let long = first.long?;
     let blcksz = long.xlog_blcksz as usize;
@@ -50,11 +45,11 @@ pub fn split_with<B: StreamBuf>(data: &[u8], seg_start: u64) -> Option<Split<B>>
         0
     };
     let lead_len = align(rem).min(content_len);
-    let mut out = Split::<B>::default();
+    let mut out = Split::default();
     // Room for the largest streams up front (address space only until written), so that
     // they are never copied as they grow.
     for s in [Stream::BlockData, Stream::MainData, Stream::Images] {
-        out.streams[s as usize] = B::with_capacity(content_len);
+        out.streams[s as usize].reserve(content_len);
     }
     let mut spans = Vec::new();
     if rem > 0 {
@@ -123,11 +118,12 @@ pub fn split_with<B: StreamBuf>(data: &[u8], seg_start: u64) -> Option<Split<B>>
     for p in 1..npages {
         let off = p * blcksz;
         let predicted = predicted_header(&first, &pages, p, spans.rem_at(&pages, p, &mut cursor));
-        let mut diff = [0u8; SHORT_PAGE_HEADER_LEN];
-        for ((d, a), b) in diff.iter_mut().zip(&data[off..]).zip(predicted) {
-            *d = a ^ b;
-        }
-        hdrs.extend_from_slice(&diff);
+        hdrs.extend(
+            data[off..off + SHORT_PAGE_HEADER_LEN]
+                .iter()
+                .zip(predicted)
+                .map(|(a, b)| a ^ b),
+        );
     }
     Some(out)
 }
