@@ -6,21 +6,29 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-/// Wall and CPU (user + sys) seconds of one process, or the median of several.
+/// Wall and CPU (user + sys) seconds of one process, and the page faults it took, or the
+/// median of several.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct Timing {
     /// Elapsed seconds.
     pub wall: f64,
     /// User plus system CPU seconds.
     pub cpu: f64,
+    /// Minor page faults: about one per 4 KiB page of fresh memory the process touched, which
+    /// the kernel had to map and zero (a large share of the CPU of a short process that
+    /// fills big buffers).
+    pub faults: f64,
 }
 
-/// CPU seconds used so far by this process's waited-for children.
-pub fn children_cpu() -> f64 {
+/// CPU seconds and minor page faults so far of this process's waited-for children.
+fn children_usage() -> (f64, f64) {
     use nix::sys::resource::{getrusage, UsageWho};
-    getrusage(UsageWho::RUSAGE_CHILDREN).map_or(0.0, |u| {
+    getrusage(UsageWho::RUSAGE_CHILDREN).map_or((0.0, 0.0), |u| {
         let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
-        t(u.user_time()) + t(u.system_time())
+        (
+            t(u.user_time()) + t(u.system_time()),
+            u.minor_page_faults() as f64,
+        )
     })
 }
 
@@ -43,7 +51,7 @@ pub fn measure(cmd: &[String]) -> Result<Timing> {
     let program = cmd
         .first()
         .ok_or(Error::Internal("an empty command line"))?;
-    let cpu0 = children_cpu();
+    let (cpu0, faults0) = children_usage();
     let t = Instant::now();
     let status = Command::new(program)
         .args(&cmd[1..])
@@ -63,9 +71,11 @@ pub fn measure(cmd: &[String]) -> Result<Timing> {
             stderr: "its standard error was not kept; run the command by hand to see it".into(),
         });
     }
+    let (cpu1, faults1) = children_usage();
     Ok(Timing {
         wall,
-        cpu: children_cpu() - cpu0,
+        cpu: cpu1 - cpu0,
+        faults: faults1 - faults0,
     })
 }
 
@@ -75,7 +85,7 @@ pub fn measure(cmd: &[String]) -> Result<Timing> {
 pub fn timed(mut cmd: Command, stdout: Option<&Path>, what: &str) -> Result<Timing> {
     pgtest::run::as_server_user(&mut cmd)?;
     cmd.stdin(Stdio::null()).stderr(Stdio::piped());
-    let cpu0 = children_cpu();
+    let (cpu0, faults0) = children_usage();
     let began = Instant::now();
     match stdout {
         Some(p) => {
@@ -92,7 +102,8 @@ pub fn timed(mut cmd: Command, stdout: Option<&Path>, what: &str) -> Result<Timi
         source,
     })?;
     let wall = began.elapsed().as_secs_f64();
-    let cpu = children_cpu() - cpu0;
+    let (cpu1, faults1) = children_usage();
+    let (cpu, faults) = (cpu1 - cpu0, faults1 - faults0);
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         return Err(Error::Failed {
@@ -105,7 +116,7 @@ pub fn timed(mut cmd: Command, stdout: Option<&Path>, what: &str) -> Result<Timi
                 .to_string(),
         });
     }
-    Ok(Timing { wall, cpu })
+    Ok(Timing { wall, cpu, faults })
 }
 
 #[cfg(test)]

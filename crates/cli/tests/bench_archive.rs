@@ -118,6 +118,10 @@ fn bench_archive_measures_every_tool_on_both_corpora() {
             for k in ["push_cpu_s", "get_cpu_s"] {
                 assert!(f(r, k) >= 0.0, "{name} {tool}: {k}");
             }
+            // Every push and get is a fresh process: loading it alone takes dozens of faults.
+            for k in ["push_faults", "get_faults"] {
+                assert!(f(r, k) >= 50.0, "{name} {tool}: {k} {}", f(r, k));
+            }
             assert_eq!(u(r, "roundtrips"), segments, "{name} {tool}");
             // Every restored file is the original, byte for byte (SHA-256), for every tool.
             assert_eq!(u(r, "roundtrips_identical"), segments, "{name} {tool}");

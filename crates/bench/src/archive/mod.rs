@@ -219,10 +219,12 @@ pub fn run(a: &Options) -> Result<Report> {
                 push: Timing {
                     wall: of(|x| x.0.wall),
                     cpu: of(|x| x.0.cpu),
+                    faults: of(|x| x.0.faults),
                 },
                 get: Timing {
                     wall: of(|x| x.1.wall),
                     cpu: of(|x| x.1.cpu),
+                    faults: of(|x| x.1.faults),
                 },
                 identical: identical[t],
             });

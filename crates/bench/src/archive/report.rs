@@ -105,6 +105,10 @@ pub struct ToolResult {
     pub push_cpu_s: f64,
     /// Median CPU seconds of a get.
     pub get_cpu_s: f64,
+    /// Median minor page faults of a push: about one per 4 KiB of fresh memory it touched.
+    pub push_faults: f64,
+    /// Median minor page faults of a get.
+    pub get_faults: f64,
     /// Round trips made.
     pub roundtrips: usize,
     /// Round trips whose restored file was identical to the original.
@@ -186,6 +190,8 @@ pub(crate) fn corpus_report(
                 get_wall_s: of(|x| x.get.wall),
                 push_cpu_s: of(|x| x.push.cpu),
                 get_cpu_s: of(|x| x.get.cpu),
+                push_faults: of(|x| x.push.faults),
+                get_faults: of(|x| x.get.faults),
                 roundtrips: o.len(),
                 roundtrips_identical: o.iter().filter(|x| x.identical).count(),
                 relative: rel,
@@ -244,7 +250,7 @@ impl Report {
             );
             let _ = writeln!(
                 s,
-                "  {:<30} {:>11} {:>7} {:>10} {:>10} {:>10} {:>10} {:>9}",
+                "  {:<30} {:>11} {:>7} {:>10} {:>10} {:>10} {:>10} {:>12} {:>11} {:>9}",
                 "tool",
                 "stored MB",
                 "ratio",
@@ -252,12 +258,14 @@ impl Report {
                 "get s/seg",
                 "push CPU",
                 "get CPU",
+                "push faults",
+                "get faults",
                 "restored"
             );
             for r in &c.results {
                 let _ = writeln!(
                     s,
-                    "  {:<30} {:>11.2} {:>6.2}x {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>4}/{:<4}",
+                    "  {:<30} {:>11.2} {:>6.2}x {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>12.0} {:>11.0} {:>4}/{:<4}",
                     r.tool,
                     r.stored_bytes as f64 / 1e6,
                     r.ratio,
@@ -265,6 +273,8 @@ impl Report {
                     r.get_wall_s,
                     r.push_cpu_s,
                     r.get_cpu_s,
+                    r.push_faults,
+                    r.get_faults,
                     r.roundtrips_identical,
                     r.roundtrips,
                 );
@@ -293,7 +303,8 @@ impl Report {
         }
         s.push_str(
             "\nratio: original bytes / stored bytes (relative: above 1 stores less than the reference). Times are medians \
-             over segments (each segment's time the median of its rounds), one process per file; CPU is user + sys. Relative times are medians of the per-segment \
+             over segments (each segment's time the median of its rounds), one process per file; CPU is user + sys; faults are minor page faults, about one per 4 KiB of fresh memory \
+             a process touched. Relative times are medians of the per-segment \
              ratios (tool / reference); below 1 is faster. restored: round trips identical to the original (SHA-256).\n",
         );
         s
