@@ -129,4 +129,30 @@ mod tests {
         assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
         assert_eq!(median(Vec::new()), 0.0);
     }
+
+    #[test]
+    fn faults_count_the_fresh_memory_a_child_touches() {
+        let dd = |bs: &str| -> Vec<String> {
+            [
+                "dd",
+                "if=/dev/zero",
+                "of=/dev/null",
+                &format!("bs={bs}"),
+                "count=1",
+            ]
+            .map(String::from)
+            .to_vec()
+        };
+        let small = measure(&dd("4k")).expect("dd runs");
+        let big = measure(&dd("64M")).expect("dd runs");
+        // dd reads 64 MiB into one fresh buffer: a fault per 4 KiB page of it, unless the
+        // kernel backs every allocation with huge pages (THP "always").
+        assert!(big.faults > small.faults, "{big:?} {small:?}");
+        let thp_always = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+            .is_ok_and(|s| s.contains("[always]"));
+        if !thp_always {
+            assert!(big.faults >= 16384.0, "{big:?}");
+            assert!(small.faults < 2000.0, "{small:?}");
+        }
+    }
 }
