@@ -202,7 +202,9 @@ that cluster, then pushes and gets every segment with every tool, one process pe
 and restore_command run them, alternating the order of the tools. Every restored file is compared (SHA-256) \
 with the original.\n\n\
 Per tool: compression ratio (original bytes / stored bytes), median wall time per segment of push and of get, \
-median CPU (user + sys) per segment (with --rounds N, each segment's time is the median of N runs), and the same relative to pgBackRest zst:3 and to xz -6 (times: median of \
+median CPU (user + sys) per segment (with --rounds N, each segment's time is the median of N runs), median minor \
+page faults per push and get (about one per 4 KiB of fresh memory touched), and the same relative to pgBackRest \
+zst:3 and to xz -6 (times: median of \
 the per-segment ratios, below 1 is faster; ratio: above 1 stores less).\n\n\
 Needs pgbackrest, gzip, zstd and xz on PATH (scripts/setup.sh installs them).\n\n\
 Examples:\n  pgcompress bench archive\n  pgcompress bench archive --segments 16 --corpus text\n  \
