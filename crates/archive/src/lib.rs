@@ -10,6 +10,7 @@
 
 pub mod container;
 pub mod error;
+pub mod input;
 mod lanes;
 pub mod pack;
 pub mod pipeline;

@@ -8,10 +8,13 @@
 //! the older WAL transform decodes the segment with [`wal::WalDecoder`] to find the end of
 //! valid WAL and compresses the valid prefix and the tail apart (`wal-format.md` §1); anything
 //! else is compressed whole. The transforms only affect the ratio, never the bytes: every
-//! container is decoded again and compared with the original before it is returned, and one
-//! that fails that check falls back to the next transform, down to plain compression.
+//! container is decoded again, and what it decodes to must have the original's XXH3-128 (the
+//! digest `archive get` checks) before it is returned; one that fails that check falls back
+//! to the next transform, down to plain compression. A segment being pushed is read from its
+//! file a window at a time ([`crate::input`]), never held whole.
 
 use std::ops::Range;
+use std::path::Path;
 
 use codec::{BlockCompressor, Spec};
 use wal::page::{Geometry, PageHeader};
@@ -19,6 +22,7 @@ use wal::{DecoderOptions, Next, Stop, WalDecoder};
 
 use crate::container::{self, check_name, Header, Part, PartKind, Role, Transform, WalInfo};
 use crate::error::ArchiveError;
+use crate::input::{Input, Reader};
 use crate::walsplit::{self, Stream};
 use wal::consts::{LONG_PAGE_HEADER_LEN, SHORT_PAGE_HEADER_LEN};
 
@@ -49,13 +53,12 @@ pub struct Packed {
 /// else (history, backup, partial or unknown files, short or empty files) plain compression.
 /// The digests of `data` are computed on a second thread while the segment is taken apart.
 pub fn pack(name: &str, data: &[u8], spec: &Spec) -> Result<Packed, ArchiveError> {
-    let (candidate, hash) = pack_records(name, data, spec)?;
-    if let Some(packed) = candidate {
-        if self_check(&packed.bytes, data).is_ok() {
+    if let Some((packed, hash)) = pack_records(name, Path::new(name), Input::Bytes(data), spec)? {
+        if self_check(&packed.bytes, &hash).is_ok() {
             return Ok(packed);
         }
     }
-    pack_fallback(name, data, hash, spec)
+    pack_fallback(name, data, Hash::of(data), spec)
 }
 
 /// The digests of a file that its container records.
@@ -76,36 +79,79 @@ impl Hash {
             xxh3: crate::container::xxh3(data),
         }
     }
+
+    /// Both digests of what `input` holds, read a window at a time.
+    pub(crate) fn of_input(input: Input<'_>) -> std::io::Result<Hash> {
+        use sha2::Digest;
+        if let Input::Bytes(data) = input {
+            return Ok(Hash::of(data));
+        }
+        let mut sha = sha2::Sha256::new();
+        let mut xxh = twox_hash::XxHash3_128::default();
+        input.for_each_window(|w| {
+            sha.update(w);
+            xxh.write(w);
+        })?;
+        Ok(Hash {
+            sha256: sha.finalize().into(),
+            xxh3: xxh.finish_128().to_be_bytes(),
+        })
+    }
 }
 
-/// The WAL records container of `data` if it is a whole segment, not yet checked (see
-/// [`self_check`]), and the digests of `data`, computed on a second thread meanwhile.
+/// The WAL records container of `input` and its digests, if it is a whole segment that
+/// splits; the container is not yet checked (see [`self_check`]). The digests are computed
+/// on a second thread, from a read of their own, while the segment is taken apart: a
+/// container that decodes to bytes with those digests is the file as it was hashed, even if
+/// the file changed in between. Errors reading `input` name `path`.
 pub(crate) fn pack_records(
     name: &str,
-    data: &[u8],
+    path: &Path,
+    input: Input<'_>,
     spec: &Spec,
-) -> Result<(Option<Packed>, Hash), ArchiveError> {
+) -> Result<Option<(Packed, Hash)>, ArchiveError> {
     check_name(name).map_err(|reason| ArchiveError::InvalidName {
         name: name.into(),
         reason,
     })?;
-    if data.len() as u64 > container::MAX_ORIGINAL_SIZE {
+    if input.len() as u64 > container::MAX_ORIGINAL_SIZE {
         return Err(ArchiveError::TooLarge {
             name: name.into(),
-            size: data.len() as u64,
+            size: input.len() as u64,
             max: container::MAX_ORIGINAL_SIZE,
         });
     }
+    let read_err = |e| ArchiveError::io("reading", path)(e);
+    let mut head = input.reader();
+    let head = head
+        .at(0, LONG_PAGE_HEADER_LEN.min(input.len()))
+        .map_err(read_err)?;
+    if segment_start(head, input.len()).is_none() {
+        return Ok(None);
+    }
     let (hash, split) = std::thread::scope(|scope| {
-        let hasher = scope.spawn(|| Hash::of(data));
-        let split = records_split(data);
+        let hasher = scope.spawn(|| Hash::of_input(input));
+        let split = records_split_from(input);
         (hasher.join().expect("hash thread panicked"), split)
     });
-    let Some((info, split, zeros_from)) = split else {
-        return Ok((None, hash));
+    let hash = hash.map_err(read_err)?;
+    let Some((info, split, zeros_from)) = split.map_err(read_err)? else {
+        return Ok(None);
     };
-    let packed = build_records(name, data, hash, spec, info, split, zeros_from)?;
-    Ok((Some(packed), hash))
+    let valid_len = info.valid_len as usize;
+    let stale = input
+        .range(valid_len, zeros_from - valid_len)
+        .map_err(read_err)?;
+    let packed = build_records(
+        name,
+        input.len(),
+        &stale,
+        hash,
+        spec,
+        (info, split),
+        zeros_from,
+    )?;
+    Ok(Some((packed, hash)))
 }
 
 /// What [`pack`] falls back to when the records transform does not apply or does not check
@@ -129,36 +175,33 @@ pub(crate) fn pack_fallback(
             Transform::Wal(info),
             &layout,
         )?;
-        if self_check(&packed.bytes, data).is_ok() {
+        if self_check(&packed.bytes, &hash).is_ok() {
             return Ok(packed);
         }
     }
     let whole = [(Role::Whole, 0..data.len())];
     let layout: &[(Role, Range<usize>)] = if data.is_empty() { &[] } else { &whole };
     let packed = build(name, data, hash, &mut compressor, Transform::Plain, layout)?;
-    self_check(&packed.bytes, data).map_err(|source| ArchiveError::SelfCheck {
+    self_check(&packed.bytes, &hash).map_err(|source| ArchiveError::SelfCheck {
         name: name.into(),
         source,
     })?;
     Ok(packed)
 }
 
-/// Decodes the container `bytes` in memory and compares the result with the original.
-pub(crate) fn self_check(bytes: &[u8], data: &[u8]) -> Result<(), crate::error::ContainerError> {
-    // The header's SHA-256 is the original's (computed by the caller), so comparing the
-    // decoded bytes with the original checks everything the hash would, and more cheaply.
-    // They are compared piece by piece as they are rebuilt, never gathered.
-    let mut at = 0usize;
-    let mut same = true;
-    let mut compare = |piece: &[u8]| {
-        same = same && data.get(at..at + piece.len()) == Some(piece);
-        at += piece.len();
-    };
-    let (header, _) = crate::pipeline::decode_with(bytes, &mut [&mut compare], false)?;
-    if !same || at != data.len() {
+/// Decodes the container `bytes` in memory and checks that the result has the digests
+/// `hash` (computed by the caller from the original): the XXH3-128 of the rebuilt bytes, as
+/// `archive get` checks it, so the container is known to restore before it is kept.
+pub(crate) fn self_check(bytes: &[u8], hash: &Hash) -> Result<(), crate::error::ContainerError> {
+    // The rebuilt bytes are hashed piece by piece as they come, never gathered.
+    let mut xxh = twox_hash::XxHash3_128::default();
+    let mut hash_piece = |piece: &[u8]| xxh.write(piece);
+    let (header, _) = crate::pipeline::decode_with(bytes, &mut [&mut hash_piece], false)?;
+    let actual = xxh.finish_128().to_be_bytes();
+    if actual != hash.xxh3 || header.xxh3 != hash.xxh3 || header.sha256 != hash.sha256 {
         return Err(crate::error::ContainerError::HashMismatch {
-            expected: container::hex(&header.sha256),
-            actual: "different bytes".into(),
+            expected: container::hex(&hash.xxh3),
+            actual: container::hex(&actual),
         });
     }
     Ok(())
@@ -224,16 +267,30 @@ fn build(
 /// `valid_len` is where the streams end; and where the trailing zeros begin. `None` for
 /// anything else.
 pub fn records_split(data: &[u8]) -> Option<(WalInfo, walsplit::Split, usize)> {
-    let (first, long) = segment_start(data)?;
-    let len = data.len();
+    records_split_from(Input::Bytes(data)).ok().flatten()
+}
+
+/// [`records_split`] of what `input` holds, read forward through a window but for the page
+/// headers (read one by one first) and the zeros at the end (looked for backwards). An
+/// error only when reading fails.
+pub(crate) fn records_split_from(
+    input: Input<'_>,
+) -> std::io::Result<Option<(WalInfo, walsplit::Split, usize)>> {
+    let len = input.len();
+    let mut src = input.reader();
+    let Some((first, long)) = segment_start(src.at(0, LONG_PAGE_HEADER_LEN.min(len))?, len) else {
+        return Ok(None);
+    };
     let blcksz = long.xlog_blcksz as usize;
-    let zeros_from = data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    let zeros_from = last_non_zero(&mut src)?;
+    let headers = walsplit::page_headers(&mut src, blcksz)?;
     // The first page that is not this segment's (zeros, or a recycled segment's old pages).
-    let foreign = (blcksz..len).step_by(blcksz).find(|&off| {
-        let h = &data[off..off + SHORT_PAGE_HEADER_LEN];
-        u16::from_le_bytes([h[0], h[1]]) != first.magic
-            || u64::from_le_bytes(h[8..16].try_into().unwrap_or_default())
-                != first.pageaddr.0 + off as u64
+    let foreign = (1..).zip(&headers).find_map(|(p, h)| {
+        let off = p * blcksz;
+        let ours = u16::from_le_bytes([h[0], h[1]]) == first.magic
+            && u64::from_le_bytes(h[8..16].try_into().unwrap_or_default())
+                == first.pageaddr.0 + off as u64;
+        (!ours).then_some(off)
     });
     let mut end = zeros_from.min(foreign.unwrap_or(len));
     let page = end / blcksz * blcksz;
@@ -245,32 +302,47 @@ pub fn records_split(data: &[u8]) -> Option<(WalInfo, walsplit::Split, usize)> {
     if end > page && end < page + header {
         end = (page + header).min(len);
     }
-    let split = walsplit::split(&data[..end], first.pageaddr.0)?;
+    let Some(split) = walsplit::split_from(&mut src, end, first.pageaddr.0, &headers)? else {
+        return Ok(None);
+    };
     let info = WalInfo {
         magic: first.magic,
         tli: first.tli,
         pageaddr: first.pageaddr.0,
         valid_len: end as u64,
     };
-    Some((info, split, zeros_from.max(end)))
+    Ok(Some((info, split, zeros_from.max(end))))
+}
+
+/// Where the zeros that end what `src` reads begin (0 if it is all zeros), looking for the
+/// last byte that is not zero a window at a time from the end.
+fn last_non_zero(src: &mut Reader<'_>) -> std::io::Result<usize> {
+    let mut hi = src.len();
+    while hi > 0 {
+        let lo = hi.saturating_sub(crate::input::WINDOW);
+        if let Some(i) = src.at(lo, hi - lo)?.iter().rposition(|&b| b != 0) {
+            return Ok(lo + i + 1);
+        }
+        hi = lo;
+    }
+    Ok(0)
 }
 
 /// Builds a WAL records container: the streams (and any stale pages after them) compressed
 /// on up to two threads, then the zero tail.
 fn build_records(
     name: &str,
-    data: &[u8],
+    original_size: usize,
+    stale: &[u8],
     hash: Hash,
     spec: &Spec,
-    info: WalInfo,
-    split: walsplit::Split,
+    (info, split): (WalInfo, walsplit::Split),
     zeros_from: usize,
 ) -> Result<Packed, ArchiveError> {
     let codec_err = |source| ArchiveError::Codec {
         name: name.into(),
         source,
     };
-    let stale = &data[info.valid_len as usize..zeros_from];
     let mut inputs: Vec<(Role, &[u8])> = Stream::ALL
         .iter()
         .map(|&s| (Role::WalStream(s), split.streams[s as usize].as_slice()))
@@ -293,7 +365,7 @@ fn build_records(
             words: coded.is_some(),
         });
     }
-    let tail = (data.len() - zeros_from) as u64;
+    let tail = (original_size - zeros_from) as u64;
     if tail > 0 {
         parts.push(Part {
             kind: PartKind::Zeros,
@@ -306,7 +378,7 @@ fn build_records(
     }
     let header = Header {
         name: name.into(),
-        original_size: data.len() as u64,
+        original_size: original_size as u64,
         sha256: hash.sha256,
         spec: *spec,
         transform: Transform::WalRecords(info, split.info),
@@ -357,13 +429,13 @@ fn compress_parallel(
     )
 }
 
-/// The first page header of `data` and its long fields, if `data` is a whole segment
-/// PostgreSQL 15-18 wrote (its size is the segment size the header states, its address is
-/// segment-aligned, its geometry is valid).
-fn segment_start(data: &[u8]) -> Option<(PageHeader, wal::page::LongFields)> {
-    let first = PageHeader::parse(data)?;
+/// The first page header of a file of `len` bytes that starts with `head` and its long
+/// fields, if the file is a whole segment PostgreSQL 15-18 wrote (its size is the segment
+/// size the header states, its address is segment-aligned, its geometry is valid).
+fn segment_start(head: &[u8], len: usize) -> Option<(PageHeader, wal::page::LongFields)> {
+    let first = PageHeader::parse(head)?;
     let long = first.long?;
-    let len = data.len() as u64;
+    let len = len as u64;
     if u64::from(long.seg_size) != len || first.pageaddr.0 % len != 0 {
         return None;
     }
@@ -374,7 +446,7 @@ fn segment_start(data: &[u8]) -> Option<(PageHeader, wal::page::LongFields)> {
 /// The WAL split of `data` if it is a whole segment PostgreSQL 15-18 wrote: valid prefix,
 /// stale bytes, zero tail (empty ranges left out). `None` for anything else.
 pub fn wal_layout(data: &[u8]) -> Option<(WalInfo, Layout)> {
-    let (first, _) = segment_start(data)?;
+    let (first, _) = segment_start(data, data.len())?;
     let len = data.len();
     let end = valid_end(data, &first)?;
     let zeros_from = data[end..]

@@ -390,15 +390,20 @@ fn only_format_1_is_read() {
 }
 
 #[test]
-fn the_self_check_compares_every_byte() {
+fn the_self_check_holds_the_rebuilt_bytes_to_the_originals_digests() {
+    use crate::pack::{self_check, Hash};
     let data = noise(5 << 20, 11);
     let packed = pack("f", &data, &spec()).expect("pack");
-    assert!(crate::pack::self_check(&packed.bytes, &data).is_ok());
+    assert!(self_check(&packed.bytes, &Hash::of(&data)).is_ok());
+    // One bit, one byte less, one byte more: other digests, and the check fails.
     let mut other = data.clone();
     other[4 << 20] ^= 1;
-    assert!(crate::pack::self_check(&packed.bytes, &other).is_err());
-    assert!(crate::pack::self_check(&packed.bytes, &data[..data.len() - 1]).is_err());
+    assert!(self_check(&packed.bytes, &Hash::of(&other)).is_err());
+    assert!(self_check(&packed.bytes, &Hash::of(&data[..data.len() - 1])).is_err());
     other = data.clone();
     other.push(0);
-    assert!(crate::pack::self_check(&packed.bytes, &other).is_err());
+    assert!(self_check(&packed.bytes, &Hash::of(&other)).is_err());
+    // A container of other bytes fails against the original's digests.
+    let packed_other = pack("f", &other, &spec()).expect("pack");
+    assert!(self_check(&packed_other.bytes, &Hash::of(&data)).is_err());
 }

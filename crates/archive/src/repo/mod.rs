@@ -28,11 +28,11 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use codec::Spec;
-use sha2::{Digest, Sha256};
 
 use crate::container::{self, check_name, Header, MAX_HEADER_LEN};
 use crate::error::{ArchiveError, ContainerError};
-use crate::pack::{pack_fallback, pack_records, self_check};
+use crate::input::Input;
+use crate::pack::{pack_fallback, pack_records, self_check, Hash};
 
 pub use expire::{Expired, Retain};
 pub use local::LocalStore;
@@ -248,43 +248,57 @@ impl Repository {
     /// Archives the file at `src` under `name` with `spec`.
     pub fn push(&self, src: &Path, name: &str, spec: &Spec) -> Result<PushOutcome, ArchiveError> {
         valid_name(name)?;
-        let data = fs::read(src).map_err(ArchiveError::io("reading", src))?;
+        let read_err = |e| ArchiveError::io("reading", src)(e);
+        let file = File::open(src).map_err(read_err)?;
+        let len = file.metadata().map_err(read_err)?.len();
+        let len = usize::try_from(len).map_err(|_| ArchiveError::TooLarge {
+            name: name.into(),
+            size: len,
+            max: container::MAX_ORIGINAL_SIZE,
+        })?;
+        // The file is read through small windows, never whole: fresh memory for 16 MB costs
+        // more than reading it twice from the page cache.
+        let input = Input::File(&file, len);
         let key = key_of(name);
         // The hash is needed here only when the name is taken; packing computes it anyway.
-        if let Some(outcome) = self.compare_existing(name, &key, || Sha256::digest(&data).into())? {
+        let existing = self.compare_existing(name, &key, || {
+            Ok(Hash::of_input(input).map_err(read_err)?.sha256)
+        })?;
+        if let Some(outcome) = existing {
             return Ok(outcome);
         }
         // A WAL segment's container is written (and fsynced) while it is checked by decoding
         // it; it is published only if the check passes. Anything else, or a container that
-        // fails the check, goes the checked fallback way.
-        let (candidate, hash) = pack_records(name, &data, spec)?;
+        // fails the check, goes the checked fallback way, from the file read whole.
         let mut published = None;
-        if let Some(packed) = candidate {
+        if let Some((packed, hash)) = pack_records(name, src, input, spec)? {
             let check = |bytes: &[u8]| {
-                self_check(bytes, &data).map_err(|source| ArchiveError::SelfCheck {
+                self_check(bytes, &hash).map_err(|source| ArchiveError::SelfCheck {
                     name: name.into(),
                     source,
                 })
             };
             match self.store.create_checked(&key, &packed.bytes, &check) {
-                Ok(created) => published = Some((created, packed.header)),
+                Ok(created) => published = Some((created, packed.header, hash)),
                 Err(ArchiveError::SelfCheck { .. }) => {}
                 Err(e) => return Err(e),
             }
         }
-        let (created, header) = match published {
+        let (created, header, hash) = match published {
             Some(p) => p,
             None => {
+                let data = fs::read(src).map_err(read_err)?;
+                let hash = Hash::of(&data);
                 let packed = pack_fallback(name, &data, hash, spec)?;
                 drop(data);
-                (self.store.create(&key, packed.bytes)?, packed.header)
+                (self.store.create(&key, packed.bytes)?, packed.header, hash)
             }
         };
         if created {
             return Ok(PushOutcome::Stored(header));
         }
         // A concurrent push of the same name won the race.
-        match self.compare_existing(name, &key, || hash.sha256)? {
+        match self.compare_existing(name, &key, || Ok(hash.sha256))? {
             Some(outcome) => Ok(outcome),
             None => Err(ArchiveError::Store {
                 what: format!("publishing {key} in"),
@@ -300,7 +314,7 @@ impl Repository {
         &self,
         name: &str,
         key: &str,
-        sha256: impl FnOnce() -> [u8; 32],
+        sha256: impl FnOnce() -> Result<[u8; 32], ArchiveError>,
     ) -> Result<Option<PushOutcome>, ArchiveError> {
         let Some(bytes) = self.store.read(key)? else {
             return Ok(None);
@@ -314,7 +328,7 @@ impl Repository {
                 })
             }
         };
-        let sha256 = sha256();
+        let sha256 = sha256()?;
         if header.sha256 != sha256 {
             return Err(ArchiveError::Conflict {
                 name: name.into(),

@@ -37,10 +37,12 @@ use wal::consts::{maxalign, LONG_PAGE_HEADER_LEN, SHORT_PAGE_HEADER_LEN, XLP_FIR
 use wal::page::PageHeader;
 use wal::record::Body;
 
+use crate::input::Reader;
+
 pub use error::{FeedError, SplitError};
 pub use feed::{Feed, Source};
 pub use join::{join, join_into, join_sources, Piece};
-pub use split::split;
+pub use split::{page_headers, split, split_from, RawPageHeader};
 
 /// Number of streams.
 pub const STREAMS: usize = 9;
@@ -199,27 +201,39 @@ impl Pages {
         }
     }
 
-    /// Content bytes `pos..pos + len` of the segment `data`: borrowed when they lie in one
+    /// Content bytes `pos..pos + len` of what `src` reads: borrowed when they lie in one
     /// page, else gathered into `scratch`. The range must lie within the content.
     fn read<'a>(
         &self,
-        data: &'a [u8],
+        src: &'a mut Reader<'_>,
         pos: usize,
         len: usize,
         scratch: &'a mut Vec<u8>,
-    ) -> &'a [u8] {
+    ) -> std::io::Result<&'a [u8]> {
         let off = self.data_offset(pos);
         if off % self.blcksz + len <= self.blcksz {
-            return &data[off..off + len];
+            return src.at(off, len);
         }
         scratch.clear();
-        self.runs(pos, len, |o, n| scratch.extend_from_slice(&data[o..o + n]));
-        scratch
+        self.append(src, pos, len, scratch)?;
+        Ok(scratch)
     }
 
-    /// Appends content bytes `pos..pos + len` of the segment `data` to `out`.
-    fn append(&self, data: &[u8], pos: usize, len: usize, out: &mut Vec<u8>) {
-        self.runs(pos, len, |o, n| out.extend_from_slice(&data[o..o + n]));
+    /// Appends content bytes `pos..pos + len` of what `src` reads to `out`.
+    fn append(
+        &self,
+        src: &mut Reader<'_>,
+        pos: usize,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> std::io::Result<()> {
+        let mut result = Ok(());
+        self.runs(pos, len, |o, n| {
+            if result.is_ok() {
+                result = src.at(o, n).map(|b| out.extend_from_slice(b));
+            }
+        });
+        result
     }
 
     /// Pages a prefix of `len` bytes touches and the content bytes it holds; `None` if it

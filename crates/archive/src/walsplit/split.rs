@@ -1,5 +1,7 @@
 //! Taking a segment prefix apart into streams.
 
+use std::io;
+
 use codec::cursor::{le_u16_at, le_u32_at, le_u64_at};
 use wal::consts::{
     LONG_PAGE_HEADER_LEN, RECORD_CRC_OFFSET, RECORD_HEADER_LEN, SHORT_PAGE_HEADER_LEN,
@@ -9,38 +11,93 @@ use wal::page::PageHeader;
 use wal::record::{decode_body, record_crc, Body};
 
 use super::{align, payload_start, predicted_header, Pages, Spans, Split, Stream};
+use crate::input::{Input, Reader};
+
+/// A short page header as it is in the segment.
+pub type RawPageHeader = [u8; SHORT_PAGE_HEADER_LEN];
 
 /// Takes apart `data`, the valid prefix of a segment that starts at `seg_start`. `None` when
 /// the prefix is not a run of well-formed pages of one segment (the caller then stores it
 /// as it is).
 pub fn split(data: &[u8], seg_start: u64) -> Option<Split> {
-    let first = PageHeader::parse(data)?;
-    let long = first.long?;
-    let blcksz = long.xlog_blcksz as usize;
+    let mut src = Input::Bytes(data).reader();
+    let blcksz = PageHeader::parse(data)?.long?.xlog_blcksz as usize;
     if !blcksz.is_power_of_two() || !(1024..=65536).contains(&blcksz) {
         return None;
     }
+    let headers = page_headers(&mut src, blcksz).ok()?;
+    split_from(&mut src, data.len(), seg_start, &headers)
+        .ok()
+        .flatten()
+}
+
+/// The short headers of pages 1 and on of what `src` reads, for pages of `blcksz` bytes:
+/// entry `p - 1` is page `p`'s. Pages too short to hold a header are left out, and so is
+/// everything when `blcksz` is shorter than a long header (no such page size).
+pub fn page_headers(src: &mut Reader<'_>, blcksz: usize) -> io::Result<Vec<RawPageHeader>> {
+    if blcksz < LONG_PAGE_HEADER_LEN {
+        return Ok(Vec::new());
+    }
+    let len = src.len();
+    let mut headers = Vec::with_capacity(len / blcksz);
+    let mut off = blcksz;
+    while off + SHORT_PAGE_HEADER_LEN <= len {
+        let mut h = [0u8; SHORT_PAGE_HEADER_LEN];
+        h.copy_from_slice(src.peek(off, SHORT_PAGE_HEADER_LEN)?);
+        headers.push(h);
+        off += blcksz;
+    }
+    Ok(headers)
+}
+
+/// [`split`] of the first `len` bytes `src` reads, whose page headers after the first are
+/// `headers` (from [`page_headers`]). An error only when reading fails.
+pub fn split_from(
+    src: &mut Reader<'_>,
+    len: usize,
+    seg_start: u64,
+    headers: &[RawPageHeader],
+) -> io::Result<Option<Split>> {
+    let head = src.at(0, LONG_PAGE_HEADER_LEN.min(len))?;
+    let Some(first) = PageHeader::parse(head) else {
+        return Ok(None);
+    };
+    let Some(long) = first.long else {
+        return Ok(None);
+    };
+    let mut first_header = [0u8; LONG_PAGE_HEADER_LEN];
+    first_header.copy_from_slice(head);
+    let blcksz = long.xlog_blcksz as usize;
+    if !blcksz.is_power_of_two() || !(1024..=65536).contains(&blcksz) {
+        return Ok(None);
+    }
     if first.pageaddr.0 != seg_start || first.info & XLP_LONG_HEADER == 0 {
-        return None;
+        return Ok(None);
     }
     let pages = Pages {
         start: seg_start,
         blcksz,
     };
-    let (npages, content_len) = pages.layout(data.len())?;
-    for p in 1..npages {
+    let Some((npages, content_len)) = pages.layout(len) else {
+        return Ok(None);
+    };
+    let Some(headers) = headers.get(..npages.saturating_sub(1)) else {
+        return Ok(None);
+    };
+    for (p, h) in (1..).zip(headers) {
         let off = p * blcksz;
-        let info = le_u16_at(data, off + 2)?;
-        let addr = le_u64_at(data, off + 8)?;
+        let (Some(info), Some(addr)) = (le_u16_at(h, 2), le_u64_at(h, 8)) else {
+            return Ok(None);
+        };
         if info & XLP_LONG_HEADER != 0 || addr != seg_start.wrapping_add(off as u64) {
-            return None;
+            return Ok(None);
         }
     }
 
     let rem = if first.info & XLP_FIRST_IS_CONTRECORD != 0 {
         first.rem_len as usize
     } else if first.rem_len != 0 {
-        return None;
+        return Ok(None);
     } else {
         0
     };
@@ -51,6 +108,8 @@ pub fn split(data: &[u8], seg_start: u64) -> Option<Split> {
     for s in [Stream::BlockData, Stream::MainData, Stream::Images] {
         out.streams[s as usize].reserve(content_len);
     }
+    // The lead comes first in its stream, the tail after it.
+    pages.append(src, 0, lead_len, &mut out.streams[Stream::Raw as usize])?;
     let mut spans = Vec::new();
     if rem > 0 {
         spans.push((0, rem));
@@ -60,13 +119,21 @@ pub fn split(data: &[u8], seg_start: u64) -> Option<Split> {
     let mut pos = lead_len;
     let mut prev_pos = None;
     while content_len - pos >= RECORD_HEADER_LEN {
-        let tot = le_u32_at(pages.read(data, pos, 4, &mut scratch), 0)? as usize;
+        let Some(tot) = le_u32_at(pages.read(src, pos, 4, &mut scratch)?, 0) else {
+            return Ok(None);
+        };
+        let tot = tot as usize;
         if tot < RECORD_HEADER_LEN || tot > content_len - pos {
             break;
         }
-        let rec = pages.read(data, pos, tot, &mut scratch);
-        let prev = le_u64_at(rec, 8)?;
-        let crc = le_u32_at(rec, RECORD_CRC_OFFSET)?;
+        // The record and the padding after it, read together.
+        let pad_end = align(pos + tot).min(content_len);
+        let (rec, padding) = pages
+            .read(src, pos, pad_end - pos, &mut scratch)?
+            .split_at(tot);
+        let (Some(prev), Some(crc)) = (le_u64_at(rec, 8), le_u32_at(rec, RECORD_CRC_OFFSET)) else {
+            return Ok(None);
+        };
         if record_crc(rec) != crc {
             break;
         }
@@ -78,12 +145,7 @@ pub fn split(data: &[u8], seg_start: u64) -> Option<Split> {
         if decode_body(rec, blcksz, &mut body).is_err() {
             break;
         }
-        let pad_end = align(pos + tot).min(content_len);
-        let mut padding_is_zero = true;
-        pages.runs(pos + tot, pad_end - pos - tot, |o, n| {
-            padding_is_zero &= data[o..o + n].iter().all(|&b| b == 0);
-        });
-        if !padding_is_zero {
+        if padding.iter().any(|&b| b != 0) {
             break;
         }
         let payload = payload_start(&body);
@@ -103,27 +165,22 @@ pub fn split(data: &[u8], seg_start: u64) -> Option<Split> {
         out.info.records += 1;
     }
     if content_len - pos >= 4 {
-        let len = le_u32_at(pages.read(data, pos, 4, &mut scratch), 0)?;
+        let Some(len) = le_u32_at(pages.read(src, pos, 4, &mut scratch)?, 0) else {
+            return Ok(None);
+        };
         spans.push((pos, len as usize));
     }
     out.info.lead_len = lead_len as u64;
     let raw = &mut out.streams[Stream::Raw as usize];
-    pages.append(data, 0, lead_len, raw);
-    pages.append(data, pos, content_len - pos, raw);
+    pages.append(src, pos, content_len - pos, raw)?;
 
     let spans = Spans(spans);
     let hdrs = &mut out.streams[Stream::PageHeaders as usize];
-    hdrs.extend_from_slice(&data[..LONG_PAGE_HEADER_LEN]);
+    hdrs.extend_from_slice(&first_header);
     let mut cursor = 0;
-    for p in 1..npages {
-        let off = p * blcksz;
+    for (p, h) in (1..).zip(headers) {
         let predicted = predicted_header(&first, &pages, p, spans.rem_at(&pages, p, &mut cursor));
-        hdrs.extend(
-            data[off..off + SHORT_PAGE_HEADER_LEN]
-                .iter()
-                .zip(predicted)
-                .map(|(a, b)| a ^ b),
-        );
+        hdrs.extend(h.iter().zip(predicted).map(|(a, b)| a ^ b));
     }
-    Some(out)
+    Ok(Some(out))
 }
