@@ -124,7 +124,7 @@ pub(crate) fn pack_records(
     let read_err = |e| ArchiveError::io("reading", path)(e);
     let mut head = input.reader();
     let head = head
-        .at(0, LONG_PAGE_HEADER_LEN.min(input.len()))
+        .peek(0, LONG_PAGE_HEADER_LEN.min(input.len()))
         .map_err(read_err)?;
     if segment_start(head, input.len()).is_none() {
         return Ok(None);
@@ -278,7 +278,8 @@ pub(crate) fn records_split_from(
 ) -> std::io::Result<Option<(WalInfo, walsplit::Split, usize)>> {
     let len = input.len();
     let mut src = input.reader();
-    let Some((first, long)) = segment_start(src.at(0, LONG_PAGE_HEADER_LEN.min(len))?, len) else {
+    let Some((first, long)) = segment_start(src.peek(0, LONG_PAGE_HEADER_LEN.min(len))?, len)
+    else {
         return Ok(None);
     };
     let blcksz = long.xlog_blcksz as usize;
