@@ -9,6 +9,7 @@
 use std::error::Error;
 use std::time::Instant;
 
+use archive::input::Input;
 use archive::pack::records_split;
 use archive::walsplit::Stream;
 use codec::{BlockCompressor, Spec};
@@ -48,8 +49,19 @@ fn main() -> Result<(), Box<dyn Error>> {
         .ok_or(usage)?
         .to_string_lossy()
         .into_owned();
-    let data = stage("read", || std::fs::read(&path))?;
-    stage("sha256", || Sha256::digest(&data));
+    // A push reads the file a window at a time, once for its digests and once for the split.
+    let file = std::fs::File::open(&path)?;
+    let input = Input::File(&file, usize::try_from(file.metadata()?.len())?);
+    stage("read once through the window", || {
+        input.for_each_window(|_| ())
+    })?;
+    let mut sha = Sha256::new();
+    stage("sha256 through the window", || {
+        input.for_each_window(|w| sha.update(w))
+    })?;
+    // The stages below work on the segment in memory; reading it whole is not what a push
+    // does (its faults are shown for comparison).
+    let data = stage("read whole (not done by a push)", || std::fs::read(&path))?;
     let (_, split, _) = stage("split", || records_split(&data)).ok_or("does not split")?;
     let mut c = BlockCompressor::new(&spec)?;
     let mut out = Vec::new();
@@ -75,5 +87,13 @@ fn main() -> Result<(), Box<dyn Error>> {
         archive::pack(&name, &data, &spec)
     })?;
     stage("whole decode", || archive::decode(&packed.bytes))?;
+    let repo = tempfile::tempdir()?;
+    stage("whole push to a local repository (fsync included)", || {
+        archive::repo::Repository::local(repo.path()).push(
+            std::path::Path::new(&path),
+            &name,
+            &spec,
+        )
+    })?;
     Ok(())
 }

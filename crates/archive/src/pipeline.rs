@@ -24,8 +24,7 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Vec<u8>), ContainerError> {
     Ok((header, out))
 }
 
-/// [`decode`] without the final digest checks, for a caller that compares the result with
-/// the original bytes instead (the push-time self-check, which hashed those bytes itself).
+/// [`decode`] without the final digest checks, which [`decode`] makes on what this returns.
 pub(crate) fn decode_unhashed(bytes: &[u8]) -> Result<(Header, Vec<u8>), ContainerError> {
     decode_with(bytes, &mut [], true)
 }
