@@ -69,24 +69,22 @@ impl<'a> Input<'a> {
         }
     }
 
-    /// `len` bytes of the content from `off`: borrowed from memory, or read from the file.
+    /// `len` bytes of the content from `off`: borrowed from memory, or read from the file in
+    /// one read; an error if they are not all there.
     pub fn range(&self, off: usize, len: usize) -> io::Result<Cow<'a, [u8]>> {
-        if let Input::Bytes(b) = self {
-            return off
-                .checked_add(len)
-                .and_then(|end| b.get(off..end))
-                .map(Cow::Borrowed)
-                .ok_or_else(|| short(off, len, b.len()));
+        let total = self.len();
+        if off.checked_add(len).is_none_or(|end| end > total) {
+            return Err(short(off, len, total));
         }
-        let mut out = Vec::with_capacity(len);
-        let mut r = self.reader();
-        let mut at = off;
-        while at < off + len {
-            let n = WINDOW.min(off + len - at);
-            out.extend_from_slice(r.at(at, n)?);
-            at += n;
+        match *self {
+            Input::Bytes(b) => Ok(Cow::Borrowed(&b[off..off + len])),
+            Input::File(file, _) => {
+                let mut out = vec![0; len];
+                file.read_exact_at(&mut out, off as u64)
+                    .map_err(|e| shrunk(e, total))?;
+                Ok(Cow::Owned(out))
+            }
         }
-        Ok(Cow::Owned(out))
     }
 }
 
@@ -227,7 +225,10 @@ mod tests {
         assert!(b.peek(data.len() - 2, 3).is_err());
         assert_eq!(*disk.range(9, 2 * WINDOW).unwrap(), data[9..9 + 2 * WINDOW]);
         assert_eq!(*mem.range(9, 2 * WINDOW).unwrap(), data[9..9 + 2 * WINDOW]);
-        assert!(mem.range(data.len() - 1, 2).is_err());
+        for input in [mem, disk] {
+            assert!(input.range(data.len() - 1, 2).is_err());
+            assert!(input.range(usize::MAX, 2).is_err());
+        }
         let mut seen = Vec::new();
         disk.for_each_window(|w| seen.extend_from_slice(w)).unwrap();
         assert_eq!(seen, data);
