@@ -229,19 +229,15 @@ fn list_names(dir: &Path) -> Result<Vec<String>, ArchiveError> {
     Ok(names)
 }
 
-/// The XXH3-128 of a file, as the container records it.
+/// The XXH3-128 of a file, as the container records it, read a window at a time.
 pub fn xxh3_file(path: &Path) -> Result<[u8; 16], ArchiveError> {
-    let mut f = File::open(path).map_err(ArchiveError::io("reading", path))?;
+    let read_err = |e| ArchiveError::io("reading", path)(e);
+    let f = File::open(path).map_err(read_err)?;
+    let len = f.metadata().map_err(read_err)?.len();
+    let len = usize::try_from(len).map_err(|_| read_err(ErrorKind::FileTooLarge.into()))?;
     let mut hasher = twox_hash::XxHash3_128::default();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f
-            .read(&mut buf)
-            .map_err(ArchiveError::io("reading", path))?;
-        if n == 0 {
-            break;
-        }
-        hasher.write(&buf[..n]);
-    }
+    crate::input::Input::File(&f, len)
+        .for_each_window(|w| hasher.write(w))
+        .map_err(read_err)?;
     Ok(hasher.finish_128().to_be_bytes())
 }

@@ -21,10 +21,8 @@ pub type RawPageHeader = [u8; SHORT_PAGE_HEADER_LEN];
 /// as it is).
 pub fn split(data: &[u8], seg_start: u64) -> Option<Split> {
     let mut src = Input::Bytes(data).reader();
+    // A page size split_from refuses gives headers it never looks at.
     let blcksz = PageHeader::parse(data)?.long?.xlog_blcksz as usize;
-    if !blcksz.is_power_of_two() || !(1024..=65536).contains(&blcksz) {
-        return None;
-    }
     let headers = page_headers(&mut src, blcksz).ok()?;
     split_from(&mut src, data.len(), seg_start, &headers)
         .ok()
