@@ -100,18 +100,7 @@ impl Spool {
     /// Takes the serving lock; `None` when another process holds it.
     pub fn try_lock(&self) -> Result<Option<ServeLock>, ArchiveError> {
         self.create()?;
-        let path = self.dir.join("serve.lock");
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(ArchiveError::io("opening", &path))?;
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(lock) => Ok(Some(ServeLock { _lock: lock })),
-            Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
-            Err((_, e)) => Err(ArchiveError::io("locking", &path)(e.into())),
-        }
+        Ok(try_lock_file(&self.dir.join("serve.lock"))?.map(|lock| ServeLock { _lock: lock }))
     }
 
     /// Whether a process serves this spool now.
@@ -240,4 +229,20 @@ pub fn xxh3_file(path: &Path) -> Result<[u8; 16], ArchiveError> {
         .for_each_window(|w| hasher.write(w))
         .map_err(read_err)?;
     Ok(hasher.finish_128().to_be_bytes())
+}
+
+/// An exclusive lock on the file at `path` (created if missing, never truncated), held until
+/// dropped; `None` when another process holds it.
+fn try_lock_file(path: &Path) -> Result<Option<Flock<File>>, ArchiveError> {
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(ArchiveError::io("opening", path))?;
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => Ok(Some(lock)),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
+        Err((_, e)) => Err(ArchiveError::io("locking", path)(e.into())),
+    }
 }

@@ -17,14 +17,14 @@
 //! repository as without prefetching. The queue holds at most `depth` files, the ones after
 //! the last name asked for on its timeline; anything else is removed.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nix::fcntl::{Flock, FlockArg};
+use nix::fcntl::Flock;
 
 use super::metrics::SpoolMetrics;
 use super::{list_names, read_small, write_in, write_replace, xxh3_file, Spool};
@@ -82,18 +82,7 @@ impl Spool {
             .map_err(ArchiveError::io("creating", self.data_dir()))?;
         fs::create_dir_all(self.meta_dir())
             .map_err(ArchiveError::io("creating", self.meta_dir()))?;
-        let path = self.dir.join("fetch.lock");
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(ArchiveError::io("opening", &path))?;
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(lock) => Ok(Some(lock)),
-            Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
-            Err((_, e)) => Err(ArchiveError::io("locking", &path)(e.into())),
-        }
+        super::try_lock_file(&self.dir.join("fetch.lock"))
     }
 
     /// Whether a process prefetches into this spool now.
@@ -356,6 +345,27 @@ pub fn prefetch(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The serving and the prefetching locks: one holder each, independent of each other,
+    /// free again once dropped (flock locks belong to an open file, so two in one process
+    /// exclude each other as two processes do).
+    #[test]
+    fn each_lock_has_one_holder_and_is_free_once_dropped() {
+        let top = tempfile::tempdir().expect("tempdir");
+        let spool = Spool::new(top.path().join("spool"));
+        let serving = spool.try_lock().expect("lock").expect("free");
+        assert!(spool.try_lock().expect("lock").is_none(), "held");
+        assert!(spool.served().expect("served"));
+        assert!(!spool.prefetching().expect("prefetching"), "another lock");
+        let fetching = spool.try_fetch_lock().expect("lock").expect("free");
+        assert!(spool.try_fetch_lock().expect("lock").is_none(), "held");
+        assert!(spool.prefetching().expect("prefetching"));
+        drop(serving);
+        assert!(!spool.served().expect("served"), "freed");
+        assert!(spool.prefetching().expect("prefetching"), "still held");
+        drop(fetching);
+        assert!(spool.try_fetch_lock().expect("lock").is_some(), "freed");
+    }
 
     #[test]
     fn the_window_follows_the_timeline_across_log_ids() {
