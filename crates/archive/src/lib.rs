@@ -10,6 +10,7 @@
 
 pub mod container;
 pub mod error;
+mod images;
 pub mod input;
 mod lanes;
 pub mod pack;

@@ -4,7 +4,9 @@
 //! A whole segment gets the WAL records transform ([`records_split`], [`crate::walsplit`]):
 //! its streams up to the trailing zeros (after an `XLOG_SWITCH`, or past the insert point of
 //! a live segment) or the first page of a recycled segment's older content, compressed on
-//! two threads, the largest cut in pieces so both threads have the same work. If that fails,
+//! two threads, the largest cut in pieces so both threads have the same work; with zstd,
+//! page images that are not text are compressed as the split finds them instead of being
+//! gathered first ([`crate::images`]). If that fails,
 //! the older WAL transform decodes the segment with [`wal::WalDecoder`] to find the end of
 //! valid WAL and compresses the valid prefix and the tail apart (`wal-format.md` §1); anything
 //! else is compressed whole. The transforms only affect the ratio, never the bytes: every
@@ -22,6 +24,7 @@ use wal::{DecoderOptions, Next, Stop, WalDecoder};
 
 use crate::container::{self, check_name, Header, Part, PartKind, Role, Transform, WalInfo};
 use crate::error::ArchiveError;
+use crate::images::{ImageStream, Images};
 use crate::input::{Input, Reader};
 use crate::walsplit::{self, Stream};
 use wal::consts::{LONG_PAGE_HEADER_LEN, SHORT_PAGE_HEADER_LEN};
@@ -129,14 +132,30 @@ pub(crate) fn pack_records(
     if segment_start(head, input.len()).is_none() {
         return Ok(None);
     }
+    // The page images are compressed as the split finds them, on its thread.
+    let mut images = ImageStream::new(spec, input.len());
     let (hash, split) = std::thread::scope(|scope| {
         let hasher = scope.spawn(|| Hash::of_input(input));
-        let split = records_split_from(input);
+        let mut put = images.as_mut().map(|i| move |image: &[u8]| i.put(image));
+        let split = records_split_from(input, put.as_mut().map(|p| p as walsplit::ImageSink<'_>));
         (hasher.join().expect("hash thread panicked"), split)
     });
     let hash = hash.map_err(read_err)?;
-    let Some((info, split, zeros_from)) = split.map_err(read_err)? else {
+    let Some((info, mut split, zeros_from)) = split.map_err(read_err)? else {
         return Ok(None);
+    };
+    let codec_err = |source| ArchiveError::Codec {
+        name: name.into(),
+        source,
+    };
+    let streamed = match images.map(ImageStream::finish).transpose() {
+        Ok(Some(Images::Streamed { frame, len })) => Some((frame, len)),
+        Ok(Some(Images::Kept(all))) => {
+            split.streams[Stream::Images as usize] = all;
+            None
+        }
+        Ok(None) => None,
+        Err(e) => return Err(codec_err(e)),
     };
     let valid_len = info.valid_len as usize;
     let stale = input
@@ -148,7 +167,7 @@ pub(crate) fn pack_records(
         &stale,
         hash,
         spec,
-        (info, split),
+        (info, split, streamed),
         zeros_from,
     )?;
     Ok(Some((packed, hash)))
@@ -267,14 +286,16 @@ fn build(
 /// `valid_len` is where the streams end; and where the trailing zeros begin. `None` for
 /// anything else.
 pub fn records_split(data: &[u8]) -> Option<(WalInfo, walsplit::Split, usize)> {
-    records_split_from(Input::Bytes(data)).ok().flatten()
+    records_split_from(Input::Bytes(data), None).ok().flatten()
 }
 
 /// [`records_split`] of what `input` holds, read forward through a window but for the page
-/// headers (read one by one first) and the zeros at the end (looked for backwards). An
-/// error only when reading fails.
+/// headers (read one by one first) and the zeros at the end (looked for backwards). The
+/// page images go to `images` when it is given ([`walsplit::split_from`]). An error only
+/// when reading fails.
 pub(crate) fn records_split_from(
     input: Input<'_>,
+    images: Option<walsplit::ImageSink<'_>>,
 ) -> std::io::Result<Option<(WalInfo, walsplit::Split, usize)>> {
     let len = input.len();
     let mut src = input.reader();
@@ -303,7 +324,8 @@ pub(crate) fn records_split_from(
     if end > page && end < page + header {
         end = (page + header).min(len);
     }
-    let Some(split) = walsplit::split_from(&mut src, end, first.pageaddr.0, &headers)? else {
+    let Some(split) = walsplit::split_from(&mut src, end, first.pageaddr.0, &headers, images)?
+    else {
         return Ok(None);
     };
     let info = WalInfo {
@@ -330,14 +352,15 @@ fn last_non_zero(src: &mut Reader<'_>) -> std::io::Result<usize> {
 }
 
 /// Builds a WAL records container: the streams (and any stale pages after them) compressed
-/// on up to two threads, then the zero tail.
+/// on up to two threads, the page images as already compressed when they were streamed
+/// (`(frame, length)`, [`crate::images`]), then the zero tail.
 fn build_records(
     name: &str,
     original_size: usize,
     stale: &[u8],
     hash: Hash,
     spec: &Spec,
-    (info, split): (WalInfo, walsplit::Split),
+    (info, split, streamed): (WalInfo, walsplit::Split, Option<(Vec<u8>, usize)>),
     zeros_from: usize,
 ) -> Result<Packed, ArchiveError> {
     let codec_err = |source| ArchiveError::Codec {
@@ -354,14 +377,24 @@ fn build_records(
     }
     // A big stream is cut in pieces (stored as consecutive parts) so both cores compress.
     let inputs = crate::lanes::balance(&inputs, MAX_EXTRA_PIECES, MIN_PIECE);
-    let blocks = compress_parallel(spec, &inputs).map_err(codec_err)?;
+    let mut blocks = compress_parallel(spec, &inputs).map_err(codec_err)?;
+    let mut inputs: Vec<(Role, usize)> = inputs.iter().map(|(r, raw)| (*r, raw.len())).collect();
+    // The streamed images come last of the streams, before any stale pages.
+    if let Some((frame, len)) = streamed {
+        let at = inputs
+            .iter()
+            .position(|(r, _)| *r == Role::WalStale)
+            .unwrap_or(inputs.len());
+        inputs.insert(at, (Role::WalStream(Stream::Images), len));
+        blocks.insert(at, (frame, None));
+    }
     let mut parts = Vec::with_capacity(inputs.len() + 1);
-    for ((role, raw), (block, coded)) in inputs.iter().zip(&blocks) {
+    for ((role, raw_len), (block, coded)) in inputs.iter().zip(&blocks) {
         parts.push(Part {
             kind: PartKind::Compressed,
             role: *role,
             crc32c: crc32c::crc32c(block),
-            raw_len: coded.map_or(raw.len(), |n| n) as u64,
+            raw_len: coded.map_or(*raw_len, |n| n) as u64,
             stored_len: block.len() as u64,
             words: coded.is_some(),
         });

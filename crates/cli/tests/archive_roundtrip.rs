@@ -121,6 +121,13 @@ fn every_kind_of_file_round_trips() {
                 p.windows(2).any(|w| w[0]["role"] == w[1]["role"])
             });
             assert!(cut > 0, "no 16 MB segment had a stream in pieces: {info}");
+            // pgbench's page images (wal_compression off) were compressed as the split
+            // found them: one zstd frame that does not state its size, decoded a window at
+            // a time on get (the round trips above).
+            assert!(
+                streamed_images(&repo) > 0,
+                "no 16 MB segment had its page images streamed: {info}"
+            );
         }
         // The live segment ends in zeros (or stale bytes), stored without compressing them.
         let live_parts = parts_of(&info, &live_name);
@@ -286,6 +293,36 @@ fn settings_and_usage(scratch: &Path, repo: &Path) {
 }
 
 /// How many files of `archive info --json` output have parts that satisfy `pred`.
+/// Containers in the directory repository `repo` whose page images are stored as one zstd
+/// frame without a stated content size (its frame header descriptor has neither a content
+/// size field nor the single-segment flag, RFC 8878 3.1.1.1.1).
+fn streamed_images(repo: &Path) -> usize {
+    use archive::container::{Header, Role};
+    use archive::walsplit::Stream;
+    let mut n = 0;
+    for entry in std::fs::read_dir(repo).expect("read repo") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_none_or(|e| e != "pgcz") {
+            continue;
+        }
+        let bytes = std::fs::read(&path).expect("read container");
+        let (header, mut at) = Header::parse(&bytes)
+            .expect("a valid header")
+            .expect("a whole header");
+        for p in &header.parts {
+            let stored = &bytes[at..at + p.stored_len as usize];
+            at += p.stored_len as usize;
+            let unsized_zstd = stored.len() > 5
+                && stored[..4] == [0x28, 0xb5, 0x2f, 0xfd]
+                && stored[4] & 0xe0 == 0;
+            if p.role == Role::WalStream(Stream::Images) && !p.words && unsized_zstd {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
 fn files_whose_parts(
     info: &serde_json::Value,
     pred: impl Fn(&[serde_json::Value]) -> bool,

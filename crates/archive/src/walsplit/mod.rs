@@ -42,7 +42,7 @@ use crate::input::Reader;
 pub use error::{FeedError, SplitError};
 pub use feed::{Feed, Source};
 pub use join::{join, join_into, join_sources, Piece};
-pub use split::{page_headers, split, split_from, RawPageHeader};
+pub use split::{page_headers, split, split_from, ImageSink, RawPageHeader};
 
 /// Number of streams.
 pub const STREAMS: usize = 9;

@@ -16,6 +16,9 @@ use crate::input::{Input, Reader};
 /// A short page header as it is in the segment.
 pub type RawPageHeader = [u8; SHORT_PAGE_HEADER_LEN];
 
+/// Where [`split_from`] may put page images instead of their stream, one image at a time.
+pub type ImageSink<'a> = &'a mut dyn FnMut(&[u8]);
+
 /// Takes apart `data`, the valid prefix of a segment that starts at `seg_start`. `None` when
 /// the prefix is not a run of well-formed pages of one segment (the caller then stores it
 /// as it is).
@@ -24,7 +27,7 @@ pub fn split(data: &[u8], seg_start: u64) -> Option<Split> {
     // A page size split_from refuses gives headers it never looks at.
     let blcksz = PageHeader::parse(data)?.long?.xlog_blcksz as usize;
     let headers = page_headers(&mut src, blcksz).ok()?;
-    split_from(&mut src, data.len(), seg_start, &headers)
+    split_from(&mut src, data.len(), seg_start, &headers, None)
         .ok()
         .flatten()
 }
@@ -49,12 +52,15 @@ pub fn page_headers(src: &mut Reader<'_>, blcksz: usize) -> io::Result<Vec<RawPa
 }
 
 /// [`split`] of the first `len` bytes `src` reads, whose page headers after the first are
-/// `headers` (from [`page_headers`]). An error only when reading fails.
+/// `headers` (from [`page_headers`]). The page images go to `images`, one at a time, when it
+/// is given (the [`Stream::Images`] stream is then left empty). An error only when reading
+/// fails.
 pub fn split_from(
     src: &mut Reader<'_>,
     len: usize,
     seg_start: u64,
     headers: &[RawPageHeader],
+    mut images: Option<ImageSink<'_>>,
 ) -> io::Result<Option<Split>> {
     let head = src.at(0, LONG_PAGE_HEADER_LEN.min(len))?;
     let Some(first) = PageHeader::parse(head) else {
@@ -104,7 +110,9 @@ pub fn split_from(
     // Room for the largest streams up front (address space only until written), so that
     // they are never copied as they grow.
     for s in [Stream::BlockData, Stream::MainData, Stream::Images] {
-        out.streams[s as usize].reserve(content_len);
+        if s != Stream::Images || images.is_none() {
+            out.streams[s as usize].reserve(content_len);
+        }
     }
     // The lead comes first in its stream, the tail after it.
     pages.append(src, 0, lead_len, &mut out.streams[Stream::Raw as usize])?;
@@ -153,7 +161,11 @@ pub fn split_from(
         s[Stream::RecInfo as usize].extend_from_slice(&rec[16..20]);
         s[Stream::BlockHeaders as usize].extend_from_slice(&rec[RECORD_HEADER_LEN..payload]);
         for b in &body.blocks {
-            s[Stream::Images as usize].extend_from_slice(&rec[b.image_range.clone()]);
+            let image = &rec[b.image_range.clone()];
+            match images.as_mut() {
+                Some(put) if !image.is_empty() => put(image),
+                _ => s[Stream::Images as usize].extend_from_slice(image),
+            }
             s[Stream::BlockData as usize].extend_from_slice(&rec[b.data_range.clone()]);
         }
         s[Stream::MainData as usize].extend_from_slice(&rec[body.main_data.clone()]);

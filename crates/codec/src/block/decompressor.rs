@@ -261,6 +261,10 @@ pub(crate) fn window_log_for(cap: usize, floor: u32) -> u32 {
     needed.clamp(floor, 31)
 }
 
+/// Least window log [`PartFeed`] accepts for a zstd frame that does not state its size:
+/// 8 MiB, the largest window of zstd's levels up to 19 when the size is unknown.
+const STREAMED_WINDOW_LOG_FLOOR: u32 = 23;
+
 /// See [`super::decompress_capped`].
 pub(super) fn decompress_capped(
     method: Method,
@@ -356,10 +360,15 @@ pub(super) fn decompress_capped(
 }
 
 /// Decompresses a run of parts, each compressed on its own with one method and each of a
-/// known size, as one stream that is read a piece at a time: zstd parts whose frame states
-/// that size are decompressed incrementally (a window's worth of memory instead of the whole
-/// part), any other part at once when it is reached. Every part must come out exactly its
-/// stated size and consume all its input.
+/// known size, as one stream that is read a piece at a time: zstd parts are decompressed
+/// incrementally (a window's worth of memory instead of the whole part), any other part at
+/// once when it is reached. Every part must come out exactly its stated size and consume all
+/// its input.
+///
+/// A zstd frame that states its size must state the part's; one that does not (written by a
+/// streaming encoder) may declare a window no larger than the part needs, or 8 MiB (what
+/// zstd's levels up to 19 use), so that a forged header cannot make the decoder allocate
+/// more than the part's size calls for.
 pub struct PartFeed<'a> {
     method: Method,
     /// `(compressed, size)` of the parts not started yet, in reverse order.
@@ -506,20 +515,25 @@ impl<'a> PartFeed<'a> {
     fn start(&mut self, src: &'a [u8], size: usize) -> Result<Current<'a>, CodecError> {
         let method = self.method;
         let e = lib_err(method);
-        if method == Method::Zstd
-            && size > 0
-            && matches!(zstd::zstd_safe::get_frame_content_size(src), Ok(Some(s)) if s == size as u64)
-        {
+        let window_log_max = match zstd::zstd_safe::get_frame_content_size(src) {
             // The frame states its size, so the decoder's window is at most that large.
-            match self.zstd.as_mut() {
-                Some(d) => zstd::stream::raw::Operation::reinit(d).map_err(&e)?,
-                None => {
-                    let mut d = zstd::stream::raw::Decoder::new().map_err(&e)?;
-                    d.set_parameter(zstd::stream::raw::DParameter::WindowLogMax(31))
-                        .map_err(&e)?;
-                    self.zstd = Some(d);
+            Ok(Some(s)) if s == size as u64 => Some(31),
+            // A streamed frame: its window is capped by what the part's size needs.
+            Ok(None) => Some(window_log_for(size, STREAMED_WINDOW_LOG_FLOOR)),
+            _ => None,
+        };
+        if let (Method::Zstd, true, Some(log)) = (method, size > 0, window_log_max) {
+            let d = match self.zstd.as_mut() {
+                Some(d) => {
+                    zstd::stream::raw::Operation::reinit(d).map_err(&e)?;
+                    d
                 }
-            }
+                None => self
+                    .zstd
+                    .insert(zstd::stream::raw::Decoder::new().map_err(&e)?),
+            };
+            d.set_parameter(zstd::stream::raw::DParameter::WindowLogMax(log))
+                .map_err(&e)?;
             return Ok(Current::Zstd {
                 src,
                 read: 0,

@@ -297,6 +297,50 @@ fn capped_zstd_refuses_a_forged_huge_window_and_keeps_ordinary_ones() {
     );
 }
 
+#[test]
+fn part_feed_reads_a_frame_without_a_size_a_window_at_a_time_and_caps_its_window() {
+    // A streaming encoder's frame, as archive push writes page images.
+    let data: Vec<u8> = (0..3_000_000u32)
+        .map(|i| ((i / 5) % 241) as u8 ^ (i % 11) as u8)
+        .collect();
+    let spec: Spec = "zstd:3".parse().expect("spec");
+    let mut enc = crate::Encoder::new(&spec, Vec::new()).expect("encoder");
+    for piece in data.chunks(8000) {
+        std::io::Write::write_all(&mut enc, piece).expect("write");
+    }
+    let frame = enc.finish().expect("finish");
+    assert_eq!(
+        zstd::zstd_safe::get_frame_content_size(&frame).ok(),
+        Some(None),
+        "the frame states no size"
+    );
+    for steps in [&[1usize, 4093][..], &[65_536]] {
+        let mut feed = PartFeed::new(Method::Zstd, vec![(&frame, data.len())]);
+        assert!(
+            read_all(&mut feed, steps).expect("read") == data,
+            "{steps:?}"
+        );
+    }
+    for size in [data.len() - 1, data.len() + 1] {
+        let mut feed = PartFeed::new(Method::Zstd, vec![(&frame, size)]);
+        assert!(
+            read_all(&mut feed, &[65_536]).is_err(),
+            "size {size} passed"
+        );
+    }
+    // A window beyond what the part's size needs (and above 8 MiB) is refused before the
+    // decoder allocates it; an 8 MiB one is not.
+    let forged = frame_with_window(31);
+    let mut feed = PartFeed::new(Method::Zstd, vec![(&forged, 1)]);
+    assert!(
+        read_all(&mut feed, &[16]).is_err(),
+        "a 2 GiB window for one byte"
+    );
+    let ordinary = frame_with_window(23);
+    let mut feed = PartFeed::new(Method::Zstd, vec![(&ordinary, 1)]);
+    assert_eq!(read_all(&mut feed, &[16]).expect("8 MiB window"), b"x");
+}
+
 /// An xz stream of `data` whose block header declares a dictionary of 4 GiB (its CRC-32
 /// made right again).
 fn xz_with_huge_dictionary(data: &[u8]) -> Vec<u8> {

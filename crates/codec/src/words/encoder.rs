@@ -35,6 +35,16 @@ pub(super) fn declined_early(data: &[u8]) -> bool {
     !quick.gains(data.len(), QUICK_GAIN_PERMILLE)
 }
 
+/// How much of a stream [`declines_on_start`] needs to judge it.
+pub const JUDGED_LEN: usize = QUICK_MIN;
+
+/// Whether a stream that begins with `start` is clearly not worth coding, judged on `start`
+/// alone the way [`encode`] first judges a whole stream; `false` when `start` is shorter than
+/// [`JUDGED_LEN`]. For a writer that has to choose before it has seen the whole stream.
+pub fn declines_on_start(start: &[u8]) -> bool {
+    declined_early(start)
+}
+
 /// Word-codes `data`, or `None` when that would not make it clearly smaller.
 pub fn encode(data: &[u8]) -> Option<Vec<u8>> {
     // Word positions are kept as u32; no WAL stream comes near that.

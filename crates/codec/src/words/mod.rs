@@ -47,7 +47,7 @@ mod scan;
 mod tests;
 
 pub use decoder::{decode, Reader};
-pub use encoder::encode;
+pub use encoder::{declines_on_start, encode, JUDGED_LEN};
 pub use error::WordsError;
 
 /// One-byte codes.
