@@ -30,7 +30,7 @@ pub use repo::{Entry, Expired, Location, PushOutcome, Repository, Retain, S3Opti
 /// The default method. With the WAL records transform, zstd level 3 on the streams stores
 /// about 1.3 times less than zstd level 3 on whole 16 MB segments (pgBackRest's `zst`
 /// default) on pgbench and on text WAL; a push takes about nine tenths of pgBackRest's wall
-/// time on two cores and 1.4 to 1.5 times its CPU. Level 6 saves another 8% for almost twice the CPU.
+/// time on two cores and 1.3 to 1.5 times its CPU. Level 6 saves another 8% for almost twice the CPU.
 /// For the smallest archive use `xz:1` (docs/BENCHMARKS.md, docs/ARCHIVE-FORMAT.md).
 pub const DEFAULT_METHOD: &str = "zstd:level=3";
 
