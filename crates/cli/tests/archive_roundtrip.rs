@@ -292,7 +292,6 @@ fn settings_and_usage(scratch: &Path, repo: &Path) {
     );
 }
 
-/// How many files of `archive info --json` output have parts that satisfy `pred`.
 /// Containers in the directory repository `repo` whose page images are stored as one zstd
 /// frame without a stated content size (its frame header descriptor has neither a content
 /// size field nor the single-segment flag, RFC 8878 3.1.1.1.1).
@@ -323,6 +322,7 @@ fn streamed_images(repo: &Path) -> usize {
     n
 }
 
+/// How many files of `archive info --json` output have parts that satisfy `pred`.
 fn files_whose_parts(
     info: &serde_json::Value,
     pred: impl Fn(&[serde_json::Value]) -> bool,
