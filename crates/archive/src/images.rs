@@ -49,10 +49,7 @@ impl ImageStream {
     /// `None` when `spec` is not one whose frames [`codec::PartFeed`] decodes a window at a
     /// time without a stated size (zstd up to level 19, without long-distance matching).
     pub(crate) fn new(spec: &Spec, room: usize) -> Option<ImageStream> {
-        let streams = spec.method == Method::Zstd
-            && spec.long.is_none()
-            && spec.effective_level().unwrap_or(3) <= 19;
-        streams.then(|| ImageStream {
+        codec::PartFeed::reads_streamed(spec).then(|| ImageStream {
             spec: *spec,
             frame_room: codec::block::max_compressed_size(Method::Zstd, room),
             state: State::Judging(Vec::new()),
@@ -76,12 +73,7 @@ impl ImageStream {
             State::Kept(all) => all.extend_from_slice(image),
             State::Streaming(enc, len) => match enc.write_all(image) {
                 Ok(()) => *len += image.len(),
-                Err(source) => {
-                    self.state = State::Failed(CodecError::Library {
-                        method: Method::Zstd,
-                        source,
-                    })
-                }
+                Err(source) => self.state = State::Failed(zstd_error(source)),
             },
             State::Failed(_) => {}
         }
@@ -90,17 +82,12 @@ impl ImageStream {
     /// The encoder, fed with `start`.
     fn stream(&self, start: &[u8]) -> State {
         let frame = Vec::with_capacity(self.frame_room);
-        let mut enc = match Encoder::new(&self.spec, frame) {
-            Ok(enc) => enc,
-            Err(e) => return State::Failed(e),
-        };
-        match enc.write_all(start) {
-            Ok(()) => State::Streaming(enc, start.len()),
-            Err(source) => State::Failed(CodecError::Library {
-                method: Method::Zstd,
-                source,
-            }),
-        }
+        Encoder::new(&self.spec, frame)
+            .and_then(|mut enc| {
+                enc.write_all(start).map_err(zstd_error)?;
+                Ok(State::Streaming(enc, start.len()))
+            })
+            .unwrap_or_else(State::Failed)
     }
 
     /// The images, gathered or compressed.
@@ -113,6 +100,14 @@ impl ImageStream {
             }),
             State::Failed(e) => Err(e),
         }
+    }
+}
+
+/// A failed write to the zstd encoder.
+fn zstd_error(source: std::io::Error) -> CodecError {
+    CodecError::Library {
+        method: Method::Zstd,
+        source,
     }
 }
 

@@ -6,6 +6,7 @@ use super::lib_err;
 use crate::error::{CodecError, MAX_DECOMPRESSED_SIZE};
 use crate::method::Method;
 use crate::pglz;
+use crate::spec::Spec;
 
 /// Largest expansion of a raw LZ4 block: a 255-run of length bytes per 255 output bytes.
 const LZ4_MAX_RATIO: usize = 255;
@@ -416,6 +417,16 @@ impl<'a> PartFeed<'a> {
             whole: None,
             started: 0,
         }
+    }
+
+    /// Whether a zstd frame written by a streaming encoder with `spec`, which does not state
+    /// its size, stays within the window this feed accepts for it at any part size: zstd up
+    /// to level 19 (windows up to 8 MiB when the size is unknown), without long-distance
+    /// matching (whose window is the spec's own).
+    pub fn reads_streamed(spec: &Spec) -> bool {
+        spec.method == Method::Zstd
+            && spec.long.is_none()
+            && spec.effective_level().unwrap_or(3) <= 19
     }
 
     /// How many parts have been started (the one that failed, after an error).
