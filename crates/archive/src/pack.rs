@@ -457,7 +457,10 @@ fn compress_parallel(
                 None
             };
             let mut out = Vec::new();
-            c.compress(coded.as_deref().unwrap_or(raw), &mut out)?;
+            match &coded {
+                Some(coded) => c.compress_coded(coded, &mut out)?,
+                None => c.compress(raw, &mut out)?,
+            }
             Ok((out, coded.map(|c| c.len())))
         },
     )

@@ -12,6 +12,8 @@ use crate::spec::Spec;
 pub struct BlockCompressor {
     spec: Spec,
     zstd: Option<zstd::bulk::Compressor<'static>>,
+    /// The context [`BlockCompressor::compress_coded`] uses, made on first use.
+    zstd_coded: Option<zstd::bulk::Compressor<'static>>,
     pglz: pglz::Compressor,
     snappy: snap::raw::Encoder,
 }
@@ -29,28 +31,14 @@ impl BlockCompressor {
     pub fn new(spec: &Spec) -> Result<Self, CodecError> {
         validate(spec)?;
         let zstd = if spec.method == Method::Zstd {
-            let e = lib_err(Method::Zstd);
-            let mut c =
-                zstd::bulk::Compressor::new(spec.effective_level().unwrap_or(3)).map_err(&e)?;
-            if let Some(w) = spec.long {
-                c.set_parameter(zstd::stream::raw::CParameter::EnableLongDistanceMatching(
-                    true,
-                ))
-                .map_err(&e)?;
-                c.set_parameter(zstd::stream::raw::CParameter::WindowLog(w))
-                    .map_err(&e)?;
-            }
-            if let Some(n) = spec.workers {
-                c.set_parameter(zstd::stream::raw::CParameter::NbWorkers(n))
-                    .map_err(&e)?;
-            }
-            Some(c)
+            Some(zstd_context(spec, None)?)
         } else {
             None
         };
         Ok(BlockCompressor {
             spec: *spec,
             zstd,
+            zstd_coded: None,
             pglz: pglz::Compressor::new(),
             snappy: snap::raw::Encoder::new(),
         })
@@ -124,6 +112,33 @@ impl BlockCompressor {
         Ok(())
     }
 
+    /// Compresses bytes that [`crate::words::encode`] wrote into `out` (cleared first): what
+    /// [`BlockCompressor::compress`] does, except for more than [`CODED_FAST_ABOVE`] bytes at
+    /// zstd level 3 without long-distance matching, which get zstd's fast strategy instead of
+    /// the level's double-fast one. Coded text has few long repeats left for double-fast's
+    /// second hash table to find: on the word-coded streams of eight 16 MB segments of text
+    /// WAL, the fast strategy stored 0.3% less in 37% less time, and decompressed as fast.
+    /// Any zstd decoder reads the result; the container records the same method.
+    pub fn compress_coded(&mut self, src: &[u8], out: &mut Vec<u8>) -> Result<(), CodecError> {
+        let s = &self.spec;
+        if s.method != Method::Zstd
+            || s.effective_level() != Some(3)
+            || s.long.is_some()
+            || src.len() <= CODED_FAST_ABOVE
+        {
+            return self.compress(src, out);
+        }
+        let c = match &mut self.zstd_coded {
+            Some(c) => c,
+            none => none.insert(zstd_context(s, Some(zstd::zstd_safe::Strategy::ZSTD_fast))?),
+        };
+        out.clear();
+        out.reserve(zstd::zstd_safe::compress_bound(src.len()));
+        c.compress_to_buffer(src, out)
+            .map_err(lib_err(Method::Zstd))?;
+        Ok(())
+    }
+
     /// Raw LZ4 block: level 1 = `LZ4_compress_default` (what `xloginsert.c` calls),
     /// 2..=12 = `LZ4_compress_HC` at that level.
     pub(crate) fn lz4(
@@ -155,6 +170,34 @@ impl BlockCompressor {
         out.truncate(n);
         Ok(())
     }
+}
+
+/// Coded bytes up to this length are compressed as any bytes: it is where zstd's parameters
+/// for large inputs begin, and below it the fast strategy stored up to 0.6% more on pieces
+/// of the same coded text.
+pub const CODED_FAST_ABOVE: usize = 256 << 10;
+
+/// A zstd context for `spec` (its level, long-distance matching and workers), with
+/// `strategy` instead of the level's when one is given.
+fn zstd_context(
+    spec: &Spec,
+    strategy: Option<zstd::zstd_safe::Strategy>,
+) -> Result<zstd::bulk::Compressor<'static>, CodecError> {
+    use zstd::stream::raw::CParameter;
+    let e = lib_err(Method::Zstd);
+    let mut c = zstd::bulk::Compressor::new(spec.effective_level().unwrap_or(3)).map_err(&e)?;
+    if let Some(w) = spec.long {
+        c.set_parameter(CParameter::EnableLongDistanceMatching(true))
+            .map_err(&e)?;
+        c.set_parameter(CParameter::WindowLog(w)).map_err(&e)?;
+    }
+    if let Some(n) = spec.workers {
+        c.set_parameter(CParameter::NbWorkers(n)).map_err(&e)?;
+    }
+    if let Some(st) = strategy {
+        c.set_parameter(CParameter::Strategy(st)).map_err(&e)?;
+    }
+    Ok(c)
 }
 
 /// A valid pglz stream of literals only: a zero control byte before every 8 bytes.

@@ -7,7 +7,7 @@ mod decompressor;
 #[cfg(test)]
 mod tests;
 
-pub use compressor::BlockCompressor;
+pub use compressor::{BlockCompressor, CODED_FAST_ABOVE};
 pub(crate) use decompressor::{window_log_for, xz_decoder};
 pub use decompressor::{BlockDecompressor, PartFeed};
 

@@ -123,6 +123,82 @@ fn zstd_level_three_is_zstd_compress_default() {
     assert_eq!(z, zstd::bulk::compress(&p, 3).expect("zstd"));
 }
 
+/// Word-like bytes: words of a small vocabulary picked by a fixed pseudo-random sequence.
+fn wordy(n: usize) -> Vec<u8> {
+    let vocabulary: [&[u8]; 16] = [
+        b"the ",
+        b"archive ",
+        b"of ",
+        b"segment ",
+        b"and ",
+        b"replica ",
+        b"\x81",
+        b"recovery ",
+        b"a ",
+        b"\x9c",
+        b"page ",
+        b"is ",
+        b"to ",
+        b"write ",
+        b"\xfe",
+        b"backup ",
+    ];
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut out = Vec::with_capacity(n + 16);
+    while out.len() < n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(vocabulary[(x % 16) as usize]);
+    }
+    out.truncate(n);
+    out
+}
+
+#[test]
+fn coded_bytes_get_the_fast_strategy_at_zstd_level_three_only() {
+    let data = wordy(1 << 20);
+    let level3: Spec = "zstd".parse().expect("valid");
+    let mut c = BlockCompressor::new(&level3).expect("compressor");
+    let (mut plain, mut coded) = (Vec::new(), Vec::new());
+    c.compress(&data, &mut plain).expect("compress");
+    c.compress_coded(&data, &mut coded).expect("compress_coded");
+    let mut fast = zstd::bulk::Compressor::new(3).expect("zstd");
+    fast.set_parameter(zstd::stream::raw::CParameter::Strategy(
+        zstd::zstd_safe::Strategy::ZSTD_fast,
+    ))
+    .expect("strategy");
+    assert_eq!(coded, fast.compress(&data).expect("zstd"));
+    assert_ne!(coded, plain, "level 3 is double-fast for plain bytes");
+    assert_eq!(
+        decompress_capped(Method::Zstd, &coded, data.len()).expect("decode"),
+        data
+    );
+    // Again on the same compressor: the coded context is kept, the plain one untouched.
+    let (mut plain2, mut coded2) = (Vec::new(), Vec::new());
+    c.compress_coded(&data, &mut coded2)
+        .expect("compress_coded");
+    c.compress(&data, &mut plain2).expect("compress");
+    assert_eq!((coded2, plain2), (coded, plain));
+    // Up to the threshold, and with every other spec, coded bytes are compressed as any bytes.
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let small = wordy(CODED_FAST_ABOVE);
+    c.compress(&small, &mut a).expect("compress");
+    c.compress_coded(&small, &mut b).expect("compress_coded");
+    assert!(a == b, "{CODED_FAST_ABOVE} bytes");
+    let small = wordy(CODED_FAST_ABOVE + 1);
+    for spec in specs() {
+        if spec.method == Method::Zstd && spec.effective_level() == Some(3) && spec.long.is_none() {
+            continue;
+        }
+        let mut c = BlockCompressor::new(&spec).expect("compressor");
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        c.compress(&small, &mut a).expect("compress");
+        c.compress_coded(&small, &mut b).expect("compress_coded");
+        assert!(a == b, "{spec}");
+    }
+}
+
 #[test]
 fn bomb_is_refused() {
     let big = vec![0u8; 4 << 20];
