@@ -73,8 +73,9 @@ fn main() -> Result<(), Box<dyn Error>> {
         if let Some(coded) = &coded {
             println!("  coded {} -> {} bytes", raw.len(), coded.len());
         }
-        stage(&format!("{}: compress", s.name()), || {
-            c.compress(coded.as_deref().unwrap_or(raw), &mut out)
+        stage(&format!("{}: compress", s.name()), || match &coded {
+            Some(coded) => c.compress_coded(coded, &mut out),
+            None => c.compress(raw, &mut out),
         })?;
         if let Some(coded) = &coded {
             stage(&format!("{}: words decode", s.name()), || {

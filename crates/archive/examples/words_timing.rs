@@ -1,7 +1,7 @@
 //! Speed and effect of word coding ([`codec::words`]) on the text-holding streams of WAL
 //! segments: for each file, the BlockData, MainData and Images streams are word-coded and
 //! decoded (best of five runs each, or of `WORDS_TIMING_RUNS`), and the coded and raw streams
-//! compressed with zstd:3.
+//! compressed with zstd:3 (the coded ones as a push compresses them).
 //!
 //! ```text
 //! cargo run --release -p archive --example words_timing -- SEGMENT...
@@ -43,9 +43,14 @@ fn main() -> Result<(), Box<dyn Error>> {
     }
     let spec: Spec = "zstd:3".parse()?;
     let mut c = BlockCompressor::new(&spec)?;
-    let mut zsize = |bytes: &[u8]| -> Result<usize, Box<dyn Error>> {
+    // Coded bytes are compressed as a push compresses them.
+    let mut zsize = |bytes: &[u8], coded: bool| -> Result<usize, Box<dyn Error>> {
         let mut out = Vec::new();
-        c.compress(bytes, &mut out)?;
+        if coded {
+            c.compress_coded(bytes, &mut out)?;
+        } else {
+            c.compress(bytes, &mut out)?;
+        }
         Ok(out.len())
     };
     println!(
@@ -61,7 +66,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         for s in [Stream::BlockData, Stream::MainData, Stream::Images] {
             let raw = &split.streams[s as usize];
             let (te, coded) = best(|| codec::words::encode(raw));
-            let zraw = zsize(raw)?;
+            let zraw = zsize(raw, false)?;
             match &coded {
                 None => println!(
                     "{:<26} {:<11} {:>9} {:>9} {:>8.0} {:>8} {:>9} {:>9}  ({:.2} ms)",
@@ -89,7 +94,7 @@ fn main() -> Result<(), Box<dyn Error>> {
                         mb_s(raw.len(), te),
                         mb_s(raw.len(), td),
                         zraw,
-                        zsize(coded)?
+                        zsize(coded, true)?
                     );
                 }
             }
