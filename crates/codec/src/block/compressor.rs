@@ -78,8 +78,7 @@ impl BlockCompressor {
                     method,
                     what: "zstd without a context",
                 })?;
-                out.reserve(zstd::zstd_safe::compress_bound(src.len()));
-                c.compress_to_buffer(src, out).map_err(&e)?;
+                zstd_into(c, src, out)?;
             }
             Method::Snappy => {
                 let bound = snap::raw::max_compress_len(src.len());
@@ -133,10 +132,7 @@ impl BlockCompressor {
             none => none.insert(zstd_context(s, Some(zstd::zstd_safe::Strategy::ZSTD_fast))?),
         };
         out.clear();
-        out.reserve(zstd::zstd_safe::compress_bound(src.len()));
-        c.compress_to_buffer(src, out)
-            .map_err(lib_err(Method::Zstd))?;
-        Ok(())
+        zstd_into(c, src, out)
     }
 
     /// Raw LZ4 block: level 1 = `LZ4_compress_default` (what `xloginsert.c` calls),
@@ -176,6 +172,19 @@ impl BlockCompressor {
 /// for large inputs begin, and below it the fast strategy stored up to 0.6% more on pieces
 /// of the same coded text.
 pub const CODED_FAST_ABOVE: usize = 256 << 10;
+
+/// Appends the zstd frame of `src` that `c` makes to `out`, room for the worst case reserved
+/// first.
+fn zstd_into(
+    c: &mut zstd::bulk::Compressor<'static>,
+    src: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), CodecError> {
+    out.reserve(zstd::zstd_safe::compress_bound(src.len()));
+    c.compress_to_buffer(src, out)
+        .map_err(lib_err(Method::Zstd))?;
+    Ok(())
+}
 
 /// A zstd context for `spec` (its level, long-distance matching and workers), with
 /// `strategy` instead of the level's when one is given.
