@@ -58,7 +58,8 @@ fn archive(a: BenchArchiveArgs) -> anyhow::Result<ExitCode> {
     if let Some(seconds) = a.sustained {
         let stores: Vec<bench::archive::Store> = a.stores.iter().map(|&s| s.into()).collect();
         let progress = long_run::start("pgcompress bench archive --sustained");
-        let result = bench::archive::run_sustained(&me()?, seconds, a.clients, &stores, &progress);
+        let result =
+            bench::archive::run_sustained(&me()?, seconds, a.clients, &stores, a.rounds, &progress);
         progress.finish();
         if matches!(&result, Err(e) if e.is_cancelled()) || long_run::interrupted() {
             eprintln!("pgcompress: interrupted; the temporary clusters were stopped and deleted");

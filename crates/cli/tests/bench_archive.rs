@@ -239,6 +239,20 @@ fn bench_archive_sustained_archives_and_recovers_with_both_tools_on_both_stores(
         assert_eq!(r["recovered_identical"], Value::Bool(true), "{r}");
         assert!(f(r, "recovery_s") > 0.0, "{r}");
     }
+    // One round: a ratio per store, from that round's pair.
+    let ratios = report["ratios"].as_array().expect("ratios");
+    let stores: Vec<&str> = ratios
+        .iter()
+        .map(|r| r["store"].as_str().expect("store"))
+        .collect();
+    assert_eq!(stores, ["local", "s3"]);
+    for r in ratios {
+        assert_eq!(u(r, "rounds"), 1, "{r}");
+        for key in ["wal_rate", "stored_less", "cpu_per_gb", "recovery"] {
+            assert!(f(r, key) > 0.0, "{key}: {r}");
+        }
+        assert!(r["wal_rate_range"].is_null(), "{r}");
+    }
     assert!(stderr.contains("S3"), "{stderr}");
 }
 

@@ -19,7 +19,7 @@ mod tools;
 
 pub use report::{CorpusReport, Machine, Relative, Report, ToolInfo, ToolResult, REFERENCES};
 pub use sustained::run_sustained;
-pub use sustained_report::{Archiver, Store, SustainedReport, SustainedRun};
+pub use sustained_report::{Archiver, Store, SustainedRatios, SustainedReport, SustainedRun};
 pub use tools::{stored_bytes, Tool, GZIP, XZ, ZSTD};
 
 use crate::error::{Context, Error, IoContext, Result};

@@ -7,11 +7,12 @@
 //! machine spent, and a recovery of a base backup taken before the run through the whole archive with the
 //! tool's prefetching get (`archive get --prefetch 8`, pgBackRest's async `archive-get`), timed to
 //! promotion and checked against the primary's data. Both tools then run again with their repository on an
-//! S3-compatible server (moto_server, one per run, on loopback; see [`super::s3`]).
+//! S3-compatible server (moto_server, one per run, on loopback; see [`super::s3`]). With several rounds the
+//! tools take turns at going first, and the ratios are of their means.
 
 use super::files::{chown_tree, dir_bytes, mkdir, ready_count, segment_files};
 use super::s3::{S3Server, KEY_ID, SECRET};
-use super::sustained_report::{Archiver, Store, SustainedReport, SustainedRun, SCALE};
+use super::sustained_report::{schedule, Archiver, Store, SustainedReport, SustainedRun, SCALE};
 use crate::error::{Context, Error, IoContext, Result};
 use crate::runs::parse_tps;
 use crate::sys::{alive, busy_ticks, signal, ticks_per_second};
@@ -32,8 +33,8 @@ const CHECKSUM_SQL: &str = "SELECT md5(string_agg(aid::text || ':' || abalance, 
     || md5((SELECT string_agg(bid::text || ':' || bbalance, ',' ORDER BY bid) FROM pgbench_branches)) \
     FROM pgbench_accounts";
 
-/// Runs every archiver for `seconds` of pgbench with `clients` clients, both tools on each of `stores`;
-/// `pgcompress` is the binary. A request to stop (`progress`) is honoured between runs and while waiting for
+/// Runs every archiver for `seconds` of pgbench with `clients` clients, both tools on each of `stores`,
+/// `rounds` times (see [`schedule`] for the order); `pgcompress` is the binary. A request to stop (`progress`) is honoured between runs and while waiting for
 /// a backlog or a recovery; pgbench itself ends with the terminal's Ctrl-C, else after its `seconds`. The
 /// throwaway clusters and S3 servers are stopped on the way out.
 pub fn run_sustained(
@@ -41,23 +42,22 @@ pub fn run_sustained(
     seconds: u32,
     clients: u32,
     stores: &[Store],
+    rounds: u32,
     progress: &dyn Progress,
 ) -> Result<SustainedReport> {
-    let mut archivers = vec![Archiver::None];
-    if stores.contains(&Store::Local) {
-        archivers.extend([Archiver::Pgcompress, Archiver::Pgbackrest]);
-    }
-    if stores.contains(&Store::S3) {
-        archivers.extend([Archiver::PgcompressS3, Archiver::PgbackrestS3]);
-    }
     let mut runs = Vec::new();
-    for archiver in archivers {
+    for (round, archiver) in schedule(stores, rounds) {
         check_cancelled(progress)?;
-        progress.step(format!("{}: {seconds} s of pgbench", archiver.label()));
-        let r = one_run(pgcompress, archiver, seconds, clients, progress)
-            .with_context(|| format!("sustained run with {}", archiver.label()))?;
+        let of = if rounds > 1 {
+            format!(" (round {round} of {rounds})")
+        } else {
+            String::new()
+        };
+        progress.step(format!("{}{of}: {seconds} s of pgbench", archiver.label()));
+        let r = one_run(pgcompress, round, archiver, seconds, clients, progress)
+            .with_context(|| format!("sustained run with {}{of}", archiver.label()))?;
         progress.note(format!(
-            "{}: {:.1} MB/s of WAL, backlog max {} at end {}, drained in {:.1} s{}",
+            "{}{of}: {:.1} MB/s of WAL, backlog max {} at end {}, drained in {:.1} s{}",
             archiver.label(),
             r.wal_mb_per_s,
             r.ready_max,
@@ -68,11 +68,7 @@ pub fn run_sustained(
         ));
         runs.push(r);
     }
-    Ok(SustainedReport {
-        clients,
-        seconds,
-        runs,
-    })
+    Ok(SustainedReport::new(clients, seconds, rounds, runs))
 }
 
 /// Bucket names on the S3-compatible server.
@@ -123,6 +119,7 @@ fn lsn(text: &str) -> Result<u64> {
 
 fn one_run(
     me: &Path,
+    round: u32,
     archiver: Archiver,
     seconds: u32,
     clients: u32,
@@ -296,6 +293,7 @@ fn one_run(
         }
     };
     Ok(SustainedRun {
+        round,
         archiver,
         label: archiver.label(),
         wal_bytes,

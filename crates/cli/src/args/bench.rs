@@ -211,7 +211,8 @@ Examples:\n  pgcompress bench archive\n  pgcompress bench archive --segments 16 
 pgcompress bench archive --methods default,zstd:3,zstd:19,lz4 --json > archive.json\n  \
 pgcompress bench archive --rounds 3   # each time the median of 3 runs: for a shared machine\n  \
 pgcompress bench archive --segment-size 64   # clusters initialized with --wal-segsize=64\n  \
-pgcompress bench archive --sustained 150   # a busy primary, archived locally and to S3\n\n\
+pgcompress bench archive --sustained 150   # a busy primary, archived locally and to S3\n  \
+pgcompress bench archive --sustained 300 --stores local --rounds 2   # each tool twice, first once each\n\n\
 Exit status: 0 figures printed; 1 a restored file differs from the original; 2 bad usage, a tool missing or \
 failing.")]
 pub struct BenchArchiveArgs {
@@ -237,7 +238,9 @@ pub struct BenchArchiveArgs {
     #[arg(long, value_name = "DIR")]
     pub keep_corpus: Option<PathBuf>,
     /// Push and get every segment this many times with every tool (what a round stored is deleted before
-    /// the next) and keep each segment's median time: steadier figures on a busy or shared machine.
+    /// the next) and keep each segment's median time: steadier figures on a busy or shared machine. With
+    /// --sustained: run both tools this many times on every store, pgcompress first in odd rounds and
+    /// pgBackRest first in even ones, and compare their means.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=15))]
     pub rounds: u32,
     /// Instead of the per-segment comparison: pgbench flat out for SECS seconds per archiver (none,
