@@ -34,8 +34,8 @@ const CHECKSUM_SQL: &str = "SELECT md5(string_agg(aid::text || ':' || abalance, 
     FROM pgbench_accounts";
 
 /// Runs every archiver for `seconds` of pgbench with `clients` clients, both tools on each of `stores`,
-/// `rounds` times (see [`schedule`] for the order); `pgcompress` is the binary. A request to stop (`progress`) is honoured between runs and while waiting for
-/// a backlog or a recovery; pgbench itself ends with the terminal's Ctrl-C, else after its `seconds`. The
+/// `rounds` times (see [`schedule`] for the order); `pgcompress` is the binary. A request to stop
+/// (`progress`) is honoured between runs and while waiting for a backlog or a recovery; pgbench itself ends with the terminal's Ctrl-C, else after its `seconds`. The
 /// throwaway clusters and S3 servers are stopped on the way out.
 pub fn run_sustained(
     pgcompress: &Path,

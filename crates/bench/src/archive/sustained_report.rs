@@ -53,17 +53,15 @@ impl Archiver {
 pub(super) fn schedule(stores: &[Store], rounds: u32) -> Vec<(u32, Archiver)> {
     let mut runs = vec![(1, Archiver::None)];
     for round in 1..=rounds {
-        for (store, pair) in [
-            (Store::Local, [Archiver::Pgcompress, Archiver::Pgbackrest]),
-            (Store::S3, [Archiver::PgcompressS3, Archiver::PgbackrestS3]),
-        ] {
+        for store in [Store::Local, Store::S3] {
             if !stores.contains(&store) {
                 continue;
             }
+            let [ours, peer] = store.tools();
             let [first, second] = if round % 2 == 1 {
-                pair
+                [ours, peer]
             } else {
-                [pair[1], pair[0]]
+                [peer, ours]
             };
             runs.extend([(round, first), (round, second)]);
         }
@@ -79,6 +77,16 @@ pub enum Store {
     Local,
     /// A bucket on an S3-compatible server on loopback (moto_server).
     S3,
+}
+
+impl Store {
+    /// pgcompress and pgBackRest on this store, in that order.
+    fn tools(self) -> [Archiver; 2] {
+        match self {
+            Store::Local => [Archiver::Pgcompress, Archiver::Pgbackrest],
+            Store::S3 => [Archiver::PgcompressS3, Archiver::PgbackrestS3],
+        }
+    }
 }
 
 /// One archiver's run.
@@ -150,10 +158,7 @@ pub struct SustainedRatios {
 
 /// The ratios of `runs` on `store`, if both tools ran there.
 pub(super) fn ratios(runs: &[SustainedRun], store: Store) -> Option<SustainedRatios> {
-    let (ours, peer) = match store {
-        Store::Local => (Archiver::Pgcompress, Archiver::Pgbackrest),
-        Store::S3 => (Archiver::PgcompressS3, Archiver::PgbackrestS3),
-    };
+    let [ours, peer] = store.tools();
     let of =
         |a: Archiver| -> Vec<&SustainedRun> { runs.iter().filter(|r| r.archiver == a).collect() };
     let (o, p) = (of(ours), of(peer));
