@@ -215,7 +215,7 @@ pub(crate) fn self_check(bytes: &[u8], hash: &Hash) -> Result<(), crate::error::
     // The rebuilt bytes are hashed piece by piece as they come, never gathered.
     let mut xxh = twox_hash::XxHash3_128::default();
     let mut hash_piece = |piece: &[u8]| xxh.write(piece);
-    let (header, _) = crate::pipeline::decode_with(bytes, &mut [&mut hash_piece], false)?;
+    let (header, _) = crate::pipeline::decode_with(bytes, &mut hash_piece, false)?;
     let actual = xxh.finish_128().to_be_bytes();
     if actual != hash.xxh3 || header.xxh3 != hash.xxh3 || header.sha256 != hash.sha256 {
         return Err(crate::error::ContainerError::HashMismatch {

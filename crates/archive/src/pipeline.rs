@@ -1,6 +1,6 @@
 //! The threaded decoder of a container: parts decompressed on two lanes, a WAL records
 //! container's segment rebuilt while its largest stream is still being decompressed, and
-//! the output handed to sinks (a file, a hash) on threads of their own as it is rebuilt.
+//! the output handed to a sink (a file and a hash) piece by piece as it is rebuilt.
 //!
 //! The byte format and its checks are [`crate::container`]; this module only adds threads
 //! and memory reuse on top of it, and every output stays capped at the lengths the checked
@@ -26,22 +26,24 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Vec<u8>), ContainerError> {
 
 /// [`decode`] without the final digest checks, which [`decode`] makes on what this returns.
 pub(crate) fn decode_unhashed(bytes: &[u8]) -> Result<(Header, Vec<u8>), ContainerError> {
-    decode_with(bytes, &mut [], true)
+    decode_with(bytes, &mut |_| {}, true)
 }
 
-/// A consumer of a container's output, piece by piece in order, on a thread of its own.
-pub(crate) type Sink<'s> = &'s mut (dyn FnMut(&[u8]) + Send);
-
 /// Decodes a container without checking the digests of the result, and hands the output,
-/// in order and in pieces, to each of `sinks`, each on a thread of its own; the output is
-/// also returned when `keep` is set (else the returned vector may be empty). For a WAL
-/// records container the pieces go out while the rest of the segment is still being
-/// rebuilt, so that hashing and writing it overlap the rebuilding, and their memory is used
-/// again once every sink is done with them. When an error is returned, the sinks may have
-/// seen part of the output.
+/// in order and in pieces, to `sink`; the output is also returned when `keep` is set (else
+/// the returned vector may be empty). For a WAL records container the pieces go out as the
+/// segment is rebuilt, and the memory of each is used again for the next one, so that the
+/// segment is never held whole. When an error is returned, the sink may have seen part of
+/// the output.
+///
+/// The sink runs on the thread that rebuilds the segment. On a thread of its own (one for
+/// the hash, one for the file, as get did until 2026-11-27) it overlapped the rebuilding,
+/// but each piece then woke it and crossed to the other core's cache: measured in pairs
+/// over the eight pgbench and eight text segments of `bench archive`, a get took about
+/// 2 ms more CPU that way, and the self-check of a push about 4 ms more.
 pub(crate) fn decode_with(
     bytes: &[u8],
-    sinks: &mut [Sink<'_>],
+    sink: &mut dyn FnMut(&[u8]),
     keep: bool,
 ) -> Result<(Header, Vec<u8>), ContainerError> {
     let Decompressed {
@@ -93,30 +95,12 @@ pub(crate) fn decode_with(
             Vec::new()
         };
         std::thread::scope(|scope| {
-            // Each sink's thread says when it is done with a piece, so that the joiner can
-            // use that memory again.
-            let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-            let mut senders = Vec::with_capacity(sinks.len());
-            for sink in sinks.iter_mut() {
-                let (tx, rx) = std::sync::mpsc::channel::<Piece>();
-                senders.push(tx);
-                let done = done_tx.clone();
-                scope.spawn(move || {
-                    for piece in rx {
-                        sink(&piece);
-                        drop(piece);
-                        let _ = done.send(());
-                    }
-                });
-            }
-            drop(done_tx);
+            // Each piece is done with once `send` returns, so the joiner never waits for one.
             let mut send = |piece: Piece| {
                 if keep {
                     out.extend_from_slice(&piece);
                 }
-                for tx in &senders {
-                    let _ = tx.send(piece.clone());
-                }
+                sink(&piece);
             };
             // The largest fed stream (a segment of pgbench WAL is mostly page images) is
             // decompressed on a thread of its own, into buffers handed over as they fill;
@@ -148,7 +132,7 @@ pub(crate) fn decode_with(
                 }
             });
             crate::walsplit::join_sources(w.pageaddr, w.valid_len, s, sources, &mut send, || {
-                done_rx.recv().is_ok()
+                false
             })?;
             drop(streams);
             // Stale bytes and zeros after the prefix; their lengths add up to the original
@@ -191,9 +175,7 @@ pub(crate) fn decode_with(
         }
         out
     };
-    for sink in sinks.iter_mut() {
-        sink(&out);
-    }
+    sink(&out);
     Ok((header, out))
 }
 
@@ -436,7 +418,7 @@ impl crate::walsplit::Feed for WordFeed<'_> {
     }
 }
 
-/// Bytes of zeros handed to sinks at a time for a zero tail.
+/// Bytes of zeros handed to the sink at a time for a zero tail.
 const ZEROS_PIECE: usize = 64 << 10;
 
 /// Parses the header, checks the length and every part's checksum, then decompresses (and
@@ -501,7 +483,7 @@ fn decompress_parts(bytes: &[u8]) -> Result<Decompressed<'_>, ContainerError> {
     }
     // Streams compressed with zstd and not word-coded are instead decompressed as the
     // segment is rebuilt, a window at a time: the rebuilt start of the segment goes to the
-    // sinks (the hash) while the rest is still compressed, and no buffer for the whole
+    // sink (the hash) while the rest is still compressed, and no buffer for the whole
     // stream is needed.
     let fed: [bool; STREAMS] =
         std::array::from_fn(|st| pieces[st] > 0 && !coded[st] && method == codec::Method::Zstd);

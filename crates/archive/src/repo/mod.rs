@@ -366,22 +366,20 @@ impl Repository {
             name: name.into(),
             source,
         };
-        // The output is written to a temporary file and hashed with XXH3-128, each on a
-        // thread of its own, as it is rebuilt; the file gets its name only if the digest
-        // matches.
+        // The output is hashed with XXH3-128 and written to a temporary file piece by piece
+        // as it is rebuilt; the file gets its name only if the digest matches.
         write_checked(dest, fsync, |file, tmp| {
             let mut hasher = twox_hash::XxHash3_128::default();
             let mut written: std::io::Result<()> = Ok(());
-            let mut hash = |piece: &[u8]| hasher.write(piece);
-            let mut write = |piece: &[u8]| {
+            let mut hash_and_write = |piece: &[u8]| {
+                hasher.write(piece);
                 if written.is_ok() {
                     written = file.write_all(piece);
                 }
             };
-            let (header, _) =
-                crate::pipeline::decode_with(&bytes, &mut [&mut hash, &mut write], false)
-                    .and_then(|(h, data)| Ok((check_same_name(name, h)?, data)))
-                    .map_err(corrupt)?;
+            let (header, _) = crate::pipeline::decode_with(&bytes, &mut hash_and_write, false)
+                .and_then(|(h, data)| Ok((check_same_name(name, h)?, data)))
+                .map_err(corrupt)?;
             written.map_err(ArchiveError::io("writing", tmp))?;
             container::check_digest("XXH3-128", &header.xxh3, &hasher.finish_128().to_be_bytes())
                 .map_err(corrupt)?;
