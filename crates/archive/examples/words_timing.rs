@@ -98,7 +98,7 @@ fn main() -> Result<(), Box<dyn Error>> {
                             at += n;
                         }
                     });
-                    if !back? && std::env::var_os("NOCOPY").is_none() {
+                    if !back? {
                         return Err(format!("{name} {}: decode(encode(x)) != x", s.name()).into());
                     }
                     println!(
