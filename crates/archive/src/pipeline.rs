@@ -96,7 +96,7 @@ pub(crate) fn decode_with(
             Vec::new()
         };
         std::thread::scope(|scope| {
-            // Each piece is done with once `send` returns, so the joiner never waits for one.
+            // Each piece is done with once `send` returns, so the joiner reuses its memory.
             let mut send = |piece: Piece| {
                 if keep {
                     out.extend_from_slice(&piece);
@@ -138,9 +138,7 @@ pub(crate) fn decode_with(
                     Source::Feed(feed, sizes[st])
                 }
             });
-            crate::walsplit::join_sources(w.pageaddr, w.valid_len, s, sources, &mut send, || {
-                false
-            })?;
+            crate::walsplit::join_sources(w.pageaddr, w.valid_len, s, sources, &mut send)?;
             drop(streams);
             // Stale bytes and zeros after the prefix; their lengths add up to the original
             // size (checked with the header).

@@ -72,21 +72,14 @@ fn joined_pieces_come_out_in_order_and_whole_pages() {
             let mut pieces: Vec<(usize, usize)> = Vec::new();
             let mut held = Vec::new();
             let mut at = 0;
-            join_into(
-                start,
-                data.len() as u64,
-                &sp.info,
-                &sp.streams,
-                |p| {
-                    pieces.push((at, p.len()));
-                    assert_eq!(&p[..], &data[at..at + p.len()], "{name}: piece at {at}");
-                    at += p.len();
-                    if hold {
-                        held.push(p);
-                    }
-                },
-                || false,
-            )
+            join_into(start, data.len() as u64, &sp.info, &sp.streams, |p| {
+                pieces.push((at, p.len()));
+                assert_eq!(&p[..], &data[at..at + p.len()], "{name}: piece at {at}");
+                at += p.len();
+                if hold {
+                    held.push(p);
+                }
+            })
             .expect("join");
             assert_eq!(at, data.len(), "{name}: the pieces make the whole prefix");
             for (p, &(start, len)) in held.iter().zip(&pieces) {
@@ -259,14 +252,9 @@ fn streams_fed_in_buffers_of_any_size_join_the_same() {
             }
         });
         let mut out = Vec::new();
-        join_sources(
-            info.pageaddr,
-            data.len() as u64,
-            &sp.info,
-            sources,
-            |p| out.extend_from_slice(&p),
-            || false,
-        )
+        join_sources(info.pageaddr, data.len() as u64, &sp.info, sources, |p| {
+            out.extend_from_slice(&p)
+        })
         .expect("join");
         assert!(out == data, "{name}");
     }
@@ -324,7 +312,7 @@ fn join_errors_name_the_stream_and_keep_their_source() {
                 Source::Bytes(bytes)
             }
         });
-        let e = join_sources(info.pageaddr, len, &sp.info, sources, |_| {}, || false)
+        let e = join_sources(info.pageaddr, len, &sp.info, sources, |_| {})
             .expect_err("a stream that cannot be read does not join");
         let half = sp.streams[images].len() / 2;
         match (&e, fail) {

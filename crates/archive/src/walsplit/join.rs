@@ -26,23 +26,14 @@ pub fn join(
     streams: &[Vec<u8>; STREAMS],
 ) -> Result<Vec<u8>, SplitError> {
     let mut out = Vec::new();
-    join_into(
-        seg_start,
-        valid_len,
-        info,
-        streams,
-        |piece| out.extend_from_slice(&piece),
-        || false,
-    )?;
+    join_into(seg_start, valid_len, info, streams, |piece| {
+        out.extend_from_slice(&piece)
+    })?;
     Ok(out)
 }
 
 /// Bytes of the segment in one [`Piece`]: a multiple of every WAL block size.
 const CHUNK: usize = 256 << 10;
-
-/// Chunks [`join_into`] keeps before it waits for its consumers to let one go, unless a
-/// record needs more.
-const CHUNKS_IN_FLIGHT: usize = 12;
 
 /// A finished piece of a rebuilt segment, shared with the consumers it is handed to. Its
 /// memory goes back to [`join_into`] for the next piece once every copy is dropped.
@@ -79,22 +70,22 @@ impl std::ops::Deref for Piece {
 }
 
 /// [`join`], handing the prefix to `ready` in order, in finished pieces that start on page
-/// boundaries (together `valid_len` bytes), instead of building it in one buffer: a
-/// consumer on another thread can hash or write the start of the segment while the rest is
-/// rebuilt, and the memory of a piece is used again once every copy of it is dropped. When
-/// [`CHUNKS_IN_FLIGHT`] pieces are still held, `wait` is called until one is let go (it
-/// should block until a consumer drops a piece). On an error some pieces may have been
-/// handed on already; the caller must then discard what it made of them.
+/// boundaries (together `valid_len` bytes), instead of building it in one buffer: the
+/// caller can hash or write the start of the segment while the rest is rebuilt. The memory
+/// of a piece is used again for a later one once every copy of it is dropped (a consumer
+/// that drops each piece when `ready` returns keeps the rebuild in a chunk or two); a
+/// consumer may keep pieces, at the cost of fresh memory for the ones after. On an error
+/// some pieces may have been handed on already; the caller must then discard what it made
+/// of them.
 pub fn join_into(
     seg_start: u64,
     valid_len: u64,
     info: &SplitInfo,
     streams: &[Vec<u8>; STREAMS],
     ready: impl FnMut(Piece),
-    wait: impl FnMut() -> bool,
 ) -> Result<(), SplitError> {
     let sources = std::array::from_fn(|i| Source::Bytes(&streams[i]));
-    join_sources(seg_start, valid_len, info, sources, ready, wait)
+    join_sources(seg_start, valid_len, info, sources, ready)
 }
 
 /// [`join_into`] from streams that may be decompressed as they are read.
@@ -104,7 +95,6 @@ pub fn join_sources(
     info: &SplitInfo,
     sources: [Source<'_>; STREAMS],
     mut ready: impl FnMut(Piece),
-    mut wait: impl FnMut() -> bool,
 ) -> Result<(), SplitError> {
     let mut r: Vec<Reader<'_>> = sources
         .into_iter()
@@ -170,9 +160,9 @@ pub fn join_sources(
         spans: Spans(Vec::new()),
         after: (0, LONG_PAGE_HEADER_LEN),
     };
-    w.put(0, first_bytes, &mut wait);
+    w.put(0, first_bytes);
     let lead = r[Stream::Raw as usize].take(lead_len)?;
-    w.write(&pages, 0, lead, &mut wait);
+    w.write(&pages, 0, lead);
     let rem = if first.info & XLP_FIRST_IS_CONTRECORD != 0 {
         first.rem_len as usize
     } else {
@@ -248,11 +238,11 @@ pub fn join_sources(
         header[4..8].copy_from_slice(&xid);
         header[8..16].copy_from_slice(&prev.to_le_bytes());
         header[16..20].copy_from_slice(&inf);
-        let header_off = w.write(&pages, pos, &header, &mut wait);
+        let header_off = w.write(&pages, pos, &header);
         let mut at = pos + RECORD_HEADER_LEN;
         let mut crc = 0;
         let mut put = |bytes: &[u8], w: &mut Window| {
-            w.write(&pages, at, bytes, &mut wait);
+            w.write(&pages, at, bytes);
             crc = crc32c::crc32c_append(crc, bytes);
             at += bytes.len();
         };
@@ -277,16 +267,11 @@ pub fn join_sources(
         debug_assert_eq!(at, pos + tot);
         let crc = crc32c::crc32c_append(crc, &header[..RECORD_CRC_OFFSET]);
         let crc_off = pages.runs_from(header_off, RECORD_CRC_OFFSET, |_, _| {});
-        w.write_at(&pages, crc_off, &crc.to_le_bytes(), &mut wait);
+        w.write_at(&pages, crc_off, &crc.to_le_bytes());
         w.spans.0.push((pos, tot));
         prev_off = Some(header_off);
         let next = align(pos + tot).min(content_len);
-        w.write(
-            &pages,
-            pos + tot,
-            &[0; MAXALIGN][..next - pos - tot],
-            &mut wait,
-        );
+        w.write(&pages, pos + tot, &[0; MAXALIGN][..next - pos - tot]);
         pos = next;
         // Everything before the page the next record starts in is final.
         let upto = w.offset_of(&pages, pos) & !(blcksz - 1);
@@ -297,7 +282,6 @@ pub fn join_sources(
                 upto,
                 &mut r[Stream::PageHeaders as usize],
                 &mut ready,
-                &mut wait,
             )?;
         }
     }
@@ -309,7 +293,7 @@ pub fn join_sources(
             needed: content_len,
         });
     }
-    w.write(&pages, pos, tail, &mut wait);
+    w.write(&pages, pos, tail);
     if let Some(len) = le_u32_at(tail, 0) {
         w.spans.0.push((pos, len as usize));
     }
@@ -336,7 +320,6 @@ pub fn join_sources(
         valid_len,
         &mut r[Stream::PageHeaders as usize],
         &mut ready,
-        &mut wait,
     )?;
     Ok(())
 }
@@ -365,35 +348,27 @@ struct Window {
 }
 
 impl Window {
-    /// A chunk to write into: one whose pieces have all been dropped, else a new one while
-    /// fewer than [`CHUNKS_IN_FLIGHT`] are out (or none is out: a record may need more),
-    /// else the first to come back after `wait` (or a new one if `wait` says none will).
-    fn fresh_chunk(&mut self, wait: &mut impl FnMut() -> bool) -> Vec<u8> {
-        loop {
-            if let Some(i) = self.lent.iter().position(|c| Arc::strong_count(c) == 1) {
-                // Only this window holds it (no weak references are ever made), and only
-                // this window makes copies, so the count cannot go up again.
-                if let Ok(chunk) = Arc::try_unwrap(self.lent.swap_remove(i)) {
-                    return chunk;
-                }
-                continue;
-            }
-            if self.lent.len() + self.chunks.len() < CHUNKS_IN_FLIGHT
-                || self.lent.is_empty()
-                || !wait()
-            {
-                return vec![0u8; CHUNK];
+    /// A chunk to write into: one whose pieces have all been dropped, else a new one.
+    fn fresh_chunk(&mut self) -> Vec<u8> {
+        // Chunks still held elsewhere stay lent: their memory is the holder's until then.
+        while let Some(i) = self.lent.iter().position(|c| Arc::strong_count(c) == 1) {
+            // Only this window holds it (no weak references are ever made), and only this
+            // window makes copies, so the count cannot go up again; should it fail anyway,
+            // the chunk is simply not used again.
+            if let Ok(chunk) = Arc::try_unwrap(self.lent.swap_remove(i)) {
+                return chunk;
             }
         }
+        vec![0u8; CHUNK]
     }
 
     /// Writes `bytes` at segment offset `off` (at or after `first`, before `end`).
-    fn put(&mut self, off: usize, bytes: &[u8], wait: &mut impl FnMut() -> bool) {
+    fn put(&mut self, off: usize, bytes: &[u8]) {
         let (mut off, mut bytes) = (off - self.first, bytes);
         while !bytes.is_empty() {
             let (c, o) = (off / CHUNK, off % CHUNK);
             while self.chunks.len() <= c {
-                let chunk = self.fresh_chunk(wait);
+                let chunk = self.fresh_chunk();
                 self.chunks.push_back(chunk);
             }
             let n = (CHUNK - o).min(bytes.len());
@@ -405,16 +380,10 @@ impl Window {
 
     /// Writes content bytes at content offset `pos`.
     /// Returns the segment offset of `pos`.
-    fn write(
-        &mut self,
-        pages: &Pages,
-        pos: usize,
-        bytes: &[u8],
-        wait: &mut impl FnMut() -> bool,
-    ) -> usize {
+    fn write(&mut self, pages: &Pages, pos: usize, bytes: &[u8]) -> usize {
         let off = self.offset_of(pages, pos);
         if !bytes.is_empty() {
-            let end = self.write_at(pages, off, bytes, wait);
+            let end = self.write_at(pages, off, bytes);
             self.after = (pos + bytes.len(), end);
         }
         off
@@ -422,16 +391,10 @@ impl Window {
 
     /// Writes content bytes at segment offset `off` (that of a content offset), and returns
     /// the segment offset of the content byte after them.
-    fn write_at(
-        &mut self,
-        pages: &Pages,
-        off: usize,
-        bytes: &[u8],
-        wait: &mut impl FnMut() -> bool,
-    ) -> usize {
+    fn write_at(&mut self, pages: &Pages, off: usize, bytes: &[u8]) -> usize {
         let mut at = 0;
         pages.runs_from(off, bytes.len(), |o, n| {
-            self.put(o, &bytes[at..at + n], wait);
+            self.put(o, &bytes[at..at + n]);
             at += n;
         })
     }
@@ -455,7 +418,6 @@ impl Window {
         upto: usize,
         headers: &mut Reader<'_>,
         ready: &mut impl FnMut(Piece),
-        wait: &mut impl FnMut() -> bool,
     ) -> Result<(), SplitError> {
         while self.next_page * pages.blcksz < upto {
             let p = self.next_page;
@@ -470,7 +432,7 @@ impl Window {
             for ((o, a), b) in h.iter_mut().zip(stored).zip(predicted) {
                 *o = a ^ b;
             }
-            self.put(p * pages.blcksz, &h, wait);
+            self.put(p * pages.blcksz, &h);
             self.next_page += 1;
         }
         while self.first < upto && (self.first + CHUNK <= upto || upto == self.end) {
