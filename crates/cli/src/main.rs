@@ -12,6 +12,7 @@ mod demo;
 mod logical;
 mod long_run;
 mod output;
+mod scrape;
 mod tunnel;
 mod walcmd;
 

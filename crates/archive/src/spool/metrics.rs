@@ -1,10 +1,7 @@
-//! Counters of the long-lived archive processes, exported in the Prometheus text format
-//! (`--metrics ADDR`: `GET /metrics`), with the names and conventions of the tunnel's
-//! (`pgcompress_<part>_*`, units in the names, `_total` counters).
+//! Counters of the long-lived archive processes, rendered in the Prometheus text format
+//! (which `--metrics ADDR` serves at `GET /metrics`), with the names and conventions of the
+//! tunnel's (`pgcompress_<part>_*`, units in the names, `_total` counters).
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus_client::encoding::text::encode;
@@ -12,15 +9,6 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
-
-use crate::error::ArchiveError;
-
-/// Longest request head read.
-const MAX_REQUEST: usize = 8 * 1024;
-/// Time a scraper gets to send its request.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-/// The exposition format's content type (OpenMetrics text, which Prometheus reads).
-const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Latency buckets, seconds: a segment takes milliseconds to a few seconds.
 fn latency_buckets() -> impl Iterator<Item = f64> {
@@ -223,71 +211,6 @@ impl SpoolMetrics {
         let _ = encode(&mut out, &self.registry);
         out
     }
-}
-
-/// Binds `addr` for [`serve_metrics`]; an address in use is a configuration error.
-pub fn bind(addr: &str) -> Result<TcpListener, ArchiveError> {
-    TcpListener::bind(addr).map_err(|e| ArchiveError::Config(format!("--metrics {addr}: {e}")))
-}
-
-/// Answers `GET /metrics` on `listener` from a thread of its own, one request per
-/// connection, for the life of the process.
-pub fn serve_metrics(listener: TcpListener, metrics: Arc<SpoolMetrics>) {
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else {
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
-            };
-            let _ = answer(stream, &metrics);
-        }
-    });
-}
-
-fn answer(mut stream: TcpStream, metrics: &SpoolMetrics) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(REQUEST_TIMEOUT))?;
-    stream.set_write_timeout(Some(REQUEST_TIMEOUT))?;
-    let mut head = Vec::new();
-    let mut chunk = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        if head.len() > MAX_REQUEST {
-            return respond(
-                &mut stream,
-                "431 Request Header Fields Too Large",
-                "text/plain",
-                "",
-            );
-        }
-        let n = stream.read(&mut chunk)?;
-        if n == 0 {
-            return Ok(());
-        }
-        head.extend_from_slice(&chunk[..n]);
-    }
-    let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
-    let mut parts = line.split(|&b| b == b' ');
-    let (method, target) = (parts.next(), parts.next());
-    let path = target.map(|t| t.split(|&b| b == b'?').next().unwrap_or_default());
-    if method == Some(b"GET") && path == Some(b"/metrics") {
-        respond(&mut stream, "200 OK", CONTENT_TYPE, &metrics.render())
-    } else {
-        respond(&mut stream, "404 Not Found", "text/plain", "not found\n")
-    }
-}
-
-fn respond(
-    stream: &mut TcpStream,
-    status: &str,
-    content_type: &str,
-    body: &str,
-) -> std::io::Result<()> {
-    let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes())?;
-    stream.write_all(body.as_bytes())?;
-    stream.flush()
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ::archive::spool::{
-    self as lib, metrics, PrefetchOptions, ServeOptions, Spool, SpoolMetrics, WaitOptions,
+    self as lib, PrefetchOptions, ServeOptions, Spool, SpoolMetrics, WaitOptions,
 };
 use ::archive::{ArchiveError, Repository};
 use anyhow::Context;
@@ -131,7 +131,8 @@ pub fn prefetch(a: PrefetchArgs) -> anyhow::Result<ExitCode> {
     };
     let metrics = Arc::new(SpoolMetrics::new());
     if let Some(addr) = &a.metrics {
-        metrics::serve_metrics(metrics::bind(addr)?, Arc::clone(&metrics));
+        let shown = Arc::clone(&metrics);
+        crate::scrape::serve(crate::scrape::bind(addr)?, move || shown.render());
     }
     static STOP: AtomicBool = AtomicBool::new(false);
     let _ = ctrlc::set_handler(|| STOP.store(true, std::sync::atomic::Ordering::SeqCst));
@@ -179,7 +180,8 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     opts.verbose = a.verbose;
     let metrics = Arc::new(SpoolMetrics::new());
     if let Some(addr) = &a.metrics {
-        metrics::serve_metrics(metrics::bind(addr)?, Arc::clone(&metrics));
+        let shown = Arc::clone(&metrics);
+        crate::scrape::serve(crate::scrape::bind(addr)?, move || shown.render());
     }
     // SIGTERM and SIGINT stop the scan and let the files being stored finish; a SIGKILL
     // is as safe, only less tidy.
