@@ -1,17 +1,17 @@
 //! `pgcompress logical recv`: arguments to [`logical::recv::RecvOptions`], the SIGINT/SIGTERM
-//! flag, the progress line and the `--json` summary; the consumer loop itself is
-//! [`logical::recv::Recv`].
+//! flag, the progress line, the metrics endpoint and the `--json` summary; the consumer loop
+//! itself is [`logical::recv::Recv`].
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use logical::conn::{ConnConfig, Env};
-use logical::recv::{Output, Progress, Recv, RecvOptions, Summary};
+use logical::recv::{render_metrics, Output, Progress, Recv, RecvOptions, Summary};
 
 use crate::args::logical::{LogicalCommand, RecvArgs};
 use crate::output::bytes;
@@ -27,6 +27,9 @@ pub fn run(cmd: LogicalCommand) -> Result<ExitCode> {
 fn seconds(s: f64) -> Duration {
     Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX)
 }
+
+/// How often the progress line and the metrics are refreshed.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
 fn options(args: &RecvArgs, progress: bool) -> RecvOptions {
     let output = if args.output == "-" {
@@ -46,7 +49,7 @@ fn options(args: &RecvArgs, progress: bool) -> RecvOptions {
     o.begin_commit = args.begin_commit;
     o.stop_at_lsn = args.stop_at_lsn;
     o.idle_exit = args.idle_exit.map(seconds);
-    o.progress_interval = progress.then_some(Duration::from_secs(1));
+    o.progress_interval = progress.then_some(PROGRESS_EVERY);
     o.proto_version = args.proto_version;
     o
 }
@@ -59,8 +62,23 @@ fn recv(args: RecvArgs) -> Result<ExitCode> {
             .context("installing the SIGINT/SIGTERM handler")?;
     }
     let config = ConnConfig::parse(&args.dbname, &Env::from_process())?;
-    let progress = std::io::stderr().is_terminal();
-    let mut r = Recv::start(&config, options(&args, progress))?;
+    // Bound before connecting: an address in use fails before the slot is touched.
+    let scrape = args
+        .metrics
+        .as_deref()
+        .map(crate::scrape::bind)
+        .transpose()?;
+    let terminal = std::io::stderr().is_terminal();
+    let mut r = Recv::start(&config, options(&args, terminal || scrape.is_some()))?;
+    // What the last progress report said, for the metrics endpoint.
+    let latest = Arc::new(Mutex::new(r.progress()));
+    if let Some(listener) = scrape {
+        let shown = Arc::clone(&latest);
+        crate::scrape::serve(listener, move || {
+            let p = *shown.lock().unwrap_or_else(PoisonError::into_inner);
+            render_metrics(&p)
+        });
+    }
     if r.recovered_tail() > 0 {
         eprintln!(
             "pgcompress: {}: cut a torn tail of {} bytes left by an interrupted run",
@@ -68,8 +86,13 @@ fn recv(args: RecvArgs) -> Result<ExitCode> {
             r.recovered_tail()
         );
     }
-    let outcome = r.run(&stop, &mut show_progress);
-    if progress {
+    let outcome = r.run(&stop, &mut |p: &Progress| {
+        *latest.lock().unwrap_or_else(PoisonError::into_inner) = *p;
+        if terminal {
+            show_progress(p);
+        }
+    });
+    if terminal {
         eprintln!();
     }
     let summary = r.finish(outcome?)?;

@@ -378,14 +378,7 @@ fn sigterm_finishes_durably_and_a_restart_continues() {
         assert!(Instant::now() < deadline, "rows never arrived");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let term = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill -TERM");
-    assert!(term.success());
-    let o = child.wait_with_output().expect("exit");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).expect("summary");
+    let summary = sigterm_summary(child);
     assert_eq!(summary["reason"], "signal");
     assert_eq!(summary["transactions"], 1);
     let len = std::fs::metadata(&out).expect("out").len();
@@ -589,4 +582,201 @@ fn changes_keep_wal_order_inside_concurrent_streamed_transactions() {
         .query_one("SELECT stream_txns FROM pg_stat_replication_slots WHERE slot_name = 'ours'")
         .expect("slot stats");
     assert_ne!(streamed, "0", "the server streamed nothing");
+}
+
+/// `--metrics`: while a large transaction is open, a scrape shows it held, its spill file and the
+/// memory of open transactions within `--work-mem`; once it commits, the counters agree exactly
+/// with the output file (transactions, change lines, durable bytes), with the server's own view
+/// of the slot (`confirmed_flush_lsn`) and with the `--json` summary printed at SIGTERM.
+#[test]
+fn metrics_agree_with_the_output_the_server_and_the_summary() {
+    use std::collections::HashMap;
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    const WORK_MEM: u64 = 64 << 10;
+    let cluster = cluster(Some("64kB"));
+    cluster
+        .psql(
+            "CREATE TABLE t (id int PRIMARY KEY, v text); CREATE PUBLICATION p FOR TABLE t;
+             SELECT pg_create_logical_replication_slot('m', 'pgoutput');",
+        )
+        .expect("schema");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out.jsonl");
+    let port = pgtest::free_port().expect("port");
+    let mut child = recv_command(&cluster, "m")
+        .arg("-o")
+        .arg(&out)
+        .args(["--work-mem", "64kB", "--status-interval", "0.2"])
+        .args(["--begin-commit", "--json"])
+        .args(["--metrics", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut scrape = || -> HashMap<String, u64> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let text = loop {
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                panic!("logical recv exited early: {status}");
+            }
+            match scrape_port(port) {
+                Some(text) => break text,
+                None if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                None => panic!("no metrics endpoint on port {port}"),
+            }
+        };
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+        let (_, body) = text.split_once("\r\n\r\n").expect("body");
+        assert!(body.ends_with("# EOF\n"), "{body}");
+        body.lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| {
+                let (name, value) = l.split_once(' ').expect("name value");
+                (name.to_owned(), value.parse().expect("an integer"))
+            })
+            .collect()
+    };
+    let get = |m: &HashMap<String, u64>, name: &str| -> u64 {
+        *m.get(&format!("pgcompress_logical_{name}"))
+            .unwrap_or_else(|| panic!("{name} missing: {m:?}"))
+    };
+    let wait = |what: &str,
+                scrape: &mut dyn FnMut() -> HashMap<String, u64>,
+                done: &dyn Fn(&HashMap<String, u64>) -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let m = scrape();
+            assert!(
+                get(&m, "memory_bytes") <= WORK_MEM,
+                "over --work-mem: {m:?}"
+            );
+            if done(&m) {
+                return m;
+            }
+            assert!(Instant::now() < deadline, "{what}: {m:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+
+    // Five small transactions, then a large one that stays open for a while: the server
+    // streams it (logical_decoding_work_mem 64kB) and it spills here.
+    cluster
+        .psql(
+            &(0..5)
+                .map(|i| format!("INSERT INTO t VALUES ({i}, 'small {i}');\n"))
+                .collect::<String>(),
+        )
+        .expect("small transactions");
+    let large = {
+        let (psql, conninfo) = (cluster.install().bin("psql"), cluster.conninfo());
+        std::thread::spawn(move || {
+            run_psql(
+                &psql,
+                &conninfo,
+                "BEGIN;
+                 INSERT INTO t SELECT g, repeat('x', 200) FROM generate_series(100, 20099) g;
+                 SELECT pg_sleep(8);
+                 COMMIT;",
+            )
+        })
+    };
+    let open = wait(
+        "the large transaction held and spilled",
+        &mut scrape,
+        &|m| get(m, "open_transactions") == 1 && get(m, "spill_files") >= 1,
+    );
+    assert!(!large.is_finished(), "seen only after the commit: {open:?}");
+    assert!(get(&open, "spilled_transactions_total") >= 1, "{open:?}");
+    assert!(get(&open, "spill_file_bytes") > 0, "{open:?}");
+    assert!(get(&open, "spill_raw_bytes_total") > 0, "{open:?}");
+    large.join().expect("large transaction");
+    let end = logical::Lsn::parse(&cluster.current_wal_lsn().expect("lsn")).expect("lsn");
+
+    // Everything committed is written and confirmed; nothing is held any more.
+    let server_confirmed = || {
+        let text = cluster
+            .query_one("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'm'")
+            .expect("confirmed_flush_lsn");
+        logical::Lsn::parse(&text).expect("lsn").0
+    };
+    let done = wait(
+        "all written, confirmed and agreed with the server",
+        &mut scrape,
+        &|m| {
+            get(m, "confirmed_lsn") >= end.0
+                && get(m, "open_transactions") == 0
+                && get(m, "confirmed_lsn") == server_confirmed()
+        },
+    );
+    let text = std::fs::read_to_string(&out).expect("output");
+    let commits = text
+        .lines()
+        .filter(|l| l.starts_with(r#"{"action":"C""#))
+        .count() as u64;
+    let changes = text
+        .lines()
+        .filter(|l| !l.starts_with(r#"{"action":"B""#))
+        .count() as u64
+        - commits;
+    assert_eq!(commits, 6, "five small transactions and the large one");
+    assert_eq!(changes, 20_005);
+    assert_eq!(get(&done, "transactions_total"), commits);
+    assert_eq!(get(&done, "changes_total"), changes);
+    assert_eq!(get(&done, "output_durable_bytes"), text.len() as u64);
+    assert_eq!(get(&done, "memory_bytes"), 0);
+    assert_eq!(get(&done, "spill_files"), 0);
+    assert_eq!(get(&done, "spill_file_bytes"), 0);
+    assert_eq!(
+        get(&done, "lag_bytes"),
+        get(&done, "received_lsn").saturating_sub(get(&done, "confirmed_lsn"))
+    );
+    assert!(
+        get(&done, "received_bytes_total") > 20_000 * 200,
+        "{done:?}"
+    );
+
+    let summary = sigterm_summary(child);
+    for (key, metric) in [
+        ("transactions", "transactions_total"),
+        ("changes", "changes_total"),
+        ("output_bytes", "output_durable_bytes"),
+        ("received_bytes", "received_bytes_total"),
+        ("spilled_transactions", "spilled_transactions_total"),
+        ("spill_raw_bytes", "spill_raw_bytes_total"),
+        ("spill_disk_bytes", "spill_written_bytes_total"),
+    ] {
+        assert_eq!(
+            summary[key].as_u64(),
+            Some(get(&done, metric)),
+            "{key} against {metric}: {summary}"
+        );
+    }
+}
+
+/// Sends SIGTERM to a `logical recv --json` run and returns the summary it printed, once it has
+/// exited 0.
+fn sigterm_summary(child: std::process::Child) -> serde_json::Value {
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill -TERM");
+    assert!(term.success());
+    let o = child.wait_with_output().expect("exit");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).expect("--json summary on stdout")
+}
+
+/// `GET /metrics` on 127.0.0.1:`port`, or `None` while nothing listens there.
+fn scrape_port(port: u16) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .expect("send");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read");
+    Some(out)
 }

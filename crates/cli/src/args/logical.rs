@@ -16,7 +16,9 @@ pgcompress logical recv --dbname postgresql://repl@db1/shop --slot cdc \\\n     
 PGPASSWORD=... pgcompress logical recv -d 'host=db1 user=repl dbname=shop' \\\n      \
 --slot cdc --publication p -o out.jsonl --stop-at-lsn 0/3000000 --json\n  \
 pgcompress logical recv -d 'host=db1.example.com dbname=shop sslmode=verify-full \\\n      \
-sslrootcert=/etc/pg/ca.pem channel_binding=require' --slot cdc --publication p -o out.jsonl\n\n\
+sslrootcert=/etc/pg/ca.pem channel_binding=require' --slot cdc --publication p -o out.jsonl\n  \
+pgcompress logical recv -d 'host=db1 dbname=shop' --slot cdc --publication p -o out.jsonl \\\n      \
+--metrics 127.0.0.1:9188    # curl -s 127.0.0.1:9188/metrics | grep lag\n\n\
 TLS as libpq: sslmode disable, allow, prefer (default), require, verify-ca or verify-full; \
 sslrootcert (default ~/.postgresql/root.crt, or system), sslcert and sslkey for a client \
 certificate, channel_binding disable, prefer (default) or require; PGSSLMODE, PGSSLROOTCERT, \
@@ -104,6 +106,10 @@ pub struct RecvArgs {
     /// Print a JSON summary at exit (to stdout, or stderr when the output is stdout).
     #[arg(long)]
     pub json: bool,
+    /// Serve Prometheus metrics on ADDR:PORT (GET /metrics): transactions, changes, lag,
+    /// memory held, spill files; refreshed every second.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<String>,
 }
 
 /// An LSN in PostgreSQL's `X/X` form.

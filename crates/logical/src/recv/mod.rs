@@ -22,12 +22,14 @@
 //! ```
 
 mod error;
+mod metrics;
 mod open;
 mod options;
 mod outcome;
 mod run;
 
 pub use error::RecvError;
+pub use metrics::render_metrics;
 pub use options::{Output, RecvOptions};
 pub use outcome::{Progress, StopReason, Summary};
 
@@ -203,8 +205,17 @@ impl Recv {
             confirmed: self.reported,
             received: self.received,
             transactions: self.txns,
+            skipped_transactions: self.skipped,
+            changes: self.changes,
+            output_bytes: self.sink.durable().offset,
+            received_bytes: s.received_bytes,
+            open_transactions: s.open_txns,
+            memory_bytes: s.memory_bytes,
+            spilled_transactions: s.spilled_txns,
             spill_raw_bytes: s.raw_bytes,
             spill_disk_bytes: s.disk_written_bytes,
+            spill_files: s.files,
+            spill_file_bytes: s.disk_bytes,
         }
     }
 

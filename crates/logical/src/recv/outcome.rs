@@ -32,7 +32,7 @@ impl StopReason {
 
 /// Where the consumer stands, as [`Recv::run`] reports it every
 /// [`RecvOptions::progress_interval`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Progress {
     /// The flush LSN last confirmed to the server.
@@ -41,10 +41,29 @@ pub struct Progress {
     pub received: Lsn,
     /// Transactions written.
     pub transactions: u64,
+    /// Transactions skipped as already written by an earlier run.
+    pub skipped_transactions: u64,
+    /// Lines of changes written.
+    pub changes: u64,
+    /// Durable bytes of the output (0 on standard output).
+    pub output_bytes: u64,
+    /// Payload bytes of every stored message received.
+    pub received_bytes: u64,
+    /// Transactions open now.
+    pub open_transactions: u64,
+    /// Bytes of changes held in memory by open transactions now (at most about
+    /// [`RecvOptions::work_mem`]).
+    pub memory_bytes: u64,
+    /// Transactions that have had a spill file.
+    pub spilled_transactions: u64,
     /// Raw change bytes written to spill files.
     pub spill_raw_bytes: u64,
     /// Bytes written to spill files.
     pub spill_disk_bytes: u64,
+    /// Spill files existing now.
+    pub spill_files: u64,
+    /// Bytes in spill files now.
+    pub spill_file_bytes: u64,
 }
 
 /// What a run did, from [`Recv::finish`].
