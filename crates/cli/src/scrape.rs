@@ -2,13 +2,18 @@
 //! that run on threads: `archive serve`, `archive get --prefetch` and `logical recv`. (The
 //! tunnel's halves answer theirs on their own runtime, in `wire`.) A minimal HTTP/1.1
 //! responder on a thread of its own, one request per connection, answered with what the
-//! command's `render` gives at that moment; anything but `GET /metrics` is a 404.
+//! command's `render` gives at that moment, with the process's resident memory and open
+//! descriptors added (`process_*`, as the tunnel gives them); anything but `GET /metrics` is a
+//! 404.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
 use anyhow::Context;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::registry::Registry;
+use wire::net::ProcessFacts;
 
 /// Longest request head read.
 const MAX_REQUEST: usize = 8 * 1024;
@@ -63,11 +68,30 @@ fn answer(mut stream: TcpStream, render: &dyn Fn() -> String) -> std::io::Result
     let (method, target) = (parts.next(), parts.next());
     let path = target.map(|t| t.split(|&b| b == b'?').next().unwrap_or_default());
     if method == Some(b"GET") && path == Some(b"/metrics") {
-        respond(&mut stream, "200 OK", CONTENT_TYPE, &render())
+        let body = with_process(&render(), &ProcessFacts::read());
+        respond(&mut stream, "200 OK", CONTENT_TYPE, &body)
     } else {
         respond(&mut stream, "404 Not Found", "text/plain", "not found\n")
     }
 }
+
+/// `body`, an exposition that ends in `# EOF`, with `facts` as `process_*` metrics added
+/// before its end.
+fn with_process(body: &str, facts: &ProcessFacts) -> String {
+    let mut registry = Registry::default();
+    facts.register(&mut registry);
+    let mut process = String::new();
+    // Writing into a String cannot fail.
+    let _ = encode(&mut process, &registry);
+    let process = process.strip_suffix(EOF).unwrap_or(&process);
+    match body.strip_suffix(EOF) {
+        Some(families) => format!("{families}{process}{EOF}"),
+        None => format!("{body}{process}"),
+    }
+}
+
+/// The last line of an OpenMetrics exposition.
+const EOF: &str = "# EOF\n";
 
 fn respond(
     stream: &mut TcpStream,
@@ -111,12 +135,21 @@ mod tests {
             let out = request(port, b"GET /metrics?x=1 HTTP/1.1\r\nHost: h\r\n\r\n");
             assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
             assert!(out.contains(CONTENT_TYPE), "{out}");
-            let body = format!("up {n}\n# EOF\n");
+            let (head, body) = out.split_once("\r\n\r\n").expect("head and body");
             assert!(
-                out.contains(&format!("Content-Length: {}\r\n", body.len())),
+                head.contains(&format!("Content-Length: {}\r\n", body.len())),
                 "{out}"
             );
-            assert!(out.ends_with(&format!("\r\n\r\n{body}")), "{out}");
+            // The command's figures as rendered now, then the process's, then one end.
+            assert!(body.starts_with(&format!("up {n}\n")), "{body}");
+            assert_eq!(body.matches(EOF).count(), 1, "{body}");
+            assert!(body.ends_with(EOF), "{body}");
+            for family in ["process_resident_memory_bytes ", "process_open_fds "] {
+                assert!(
+                    body.lines().any(|l| l.starts_with(family)),
+                    "{family}: {body}"
+                );
+            }
         }
         for raw in [
             &b"GET / HTTP/1.1\r\n\r\n"[..],
@@ -134,6 +167,24 @@ mod tests {
         assert!(out.starts_with("HTTP/1.1 431 "), "{out}");
         // Only the two GET /metrics rendered.
         assert_eq!(scrapes.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn process_facts_go_before_the_end_and_only_when_read() {
+        let facts = ProcessFacts {
+            resident_bytes: Some(5 << 20),
+            open_fds: Some(9),
+        };
+        let text = with_process("# TYPE up gauge\nup 1\n# EOF\n", &facts);
+        assert!(text.starts_with("# TYPE up gauge\nup 1\n"), "{text}");
+        assert!(text.ends_with("\nprocess_open_fds 9\n# EOF\n"), "{text}");
+        assert!(
+            text.contains("\nprocess_resident_memory_bytes 5242880\n"),
+            "{text}"
+        );
+        assert_eq!(text.matches(EOF).count(), 1, "{text}");
+        let none = with_process("up 1\n# EOF\n", &ProcessFacts::default());
+        assert_eq!(none, "up 1\n# EOF\n");
     }
 
     #[test]

@@ -295,6 +295,12 @@ fn a_full_backlog_is_loud_and_nothing_is_dropped() {
     ] {
         assert!(metrics.lines().any(|l| l == want), "{want}:\n{metrics}");
     }
+    for family in ["process_resident_memory_bytes ", "process_open_fds "] {
+        assert!(
+            metrics.lines().any(|l| l.starts_with(family)),
+            "{family}:\n{metrics}"
+        );
+    }
     assert!(
         metrics
             .lines()

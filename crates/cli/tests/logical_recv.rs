@@ -738,6 +738,10 @@ fn metrics_agree_with_the_output_the_server_and_the_summary() {
         get(&done, "received_bytes_total") > 20_000 * 200,
         "{done:?}"
     );
+    // The process's own figures, as the tunnel gives them.
+    let rss = done["process_resident_memory_bytes"];
+    assert!(rss > 1 << 20 && rss < 256 << 20, "resident memory {rss}");
+    assert!(done["process_open_fds"] >= 3, "{done:?}");
 
     let summary = sigterm_summary(child);
     for (key, metric) in [

@@ -113,18 +113,19 @@ fn counter(v: u64) -> Counter {
 }
 
 /// What the kernel says about this process, for the `process_*` metrics (the names of
-/// Prometheus's own process collector, so existing dashboards find them).
+/// Prometheus's own process collector, so existing dashboards find them). The binary's other
+/// long-running commands (`archive serve`, `logical recv`) report the same two.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct ProcessFacts {
+pub struct ProcessFacts {
     /// Resident memory (VmRSS), bytes.
-    pub(crate) resident_bytes: Option<u64>,
-    /// Open file descriptors: two sockets per connection, plus the listeners.
-    pub(crate) open_fds: Option<u64>,
+    pub resident_bytes: Option<u64>,
+    /// Open file descriptors: for a half, two sockets per connection, plus the listeners.
+    pub open_fds: Option<u64>,
 }
 
 impl ProcessFacts {
     /// Reads `/proc/self` (blocking; absent values on systems without it).
-    pub(crate) fn read() -> ProcessFacts {
+    pub fn read() -> ProcessFacts {
         let resident_bytes = std::fs::read_to_string("/proc/self/status")
             .ok()
             .and_then(|status| {
@@ -138,6 +139,22 @@ impl ProcessFacts {
         ProcessFacts {
             resident_bytes,
             open_fds,
+        }
+    }
+
+    /// Registers what was read as `process_resident_memory_bytes` and `process_open_fds`
+    /// (neither when absent).
+    pub fn register(&self, registry: &mut Registry) {
+        if let Some(rss) = self.resident_bytes {
+            registry.register_with_unit(
+                "process_resident_memory",
+                "Resident memory of the process (VmRSS)",
+                Unit::Bytes,
+                gauge(rss),
+            );
+        }
+        if let Some(fds) = self.open_fds {
+            registry.register("process_open_fds", "Open file descriptors", gauge(fds));
         }
     }
 }
@@ -154,17 +171,7 @@ pub(crate) fn render(s: &StatsSnapshot, process: &ProcessFacts) -> String {
     let mut root = Registry::with_labels(
         [(Cow::Borrowed("half"), Cow::Owned(s.half.to_string()))].into_iter(),
     );
-    if let Some(rss) = process.resident_bytes {
-        root.register_with_unit(
-            "process_resident_memory",
-            "Resident memory of the half (VmRSS)",
-            Unit::Bytes,
-            gauge(rss),
-        );
-    }
-    if let Some(fds) = process.open_fds {
-        root.register("process_open_fds", "Open file descriptors", gauge(fds));
-    }
+    process.register(&mut root);
     let registry = root.sub_registry_with_prefix("pgcompress_tunnel");
     registry.register(
         "connections_open",

@@ -29,6 +29,7 @@ pub use endpoint::Endpoint;
 pub use error::NetError;
 pub use keys::{write_keys, KeysConfig};
 pub use log::{Level, LogFormat, LogRecord};
+pub use metrics::ProcessFacts;
 pub use server::{run_server, ServerConfig};
 pub use stats::{ConnectionReport, DirectionStats, Half, StatsSnapshot};
 pub use tap::{FrameTap, TapEvent};
