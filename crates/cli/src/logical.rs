@@ -66,7 +66,7 @@ fn recv(args: RecvArgs) -> Result<ExitCode> {
     let scrape = args
         .metrics
         .as_deref()
-        .map(crate::scrape::bind)
+        .map(wire::net::scrape::bind)
         .transpose()?;
     let terminal = std::io::stderr().is_terminal();
     let mut r = Recv::start(&config, options(&args, terminal || scrape.is_some()))?;
@@ -74,7 +74,7 @@ fn recv(args: RecvArgs) -> Result<ExitCode> {
     let latest = Arc::new(Mutex::new(r.progress()));
     if let Some(listener) = scrape {
         let shown = Arc::clone(&latest);
-        crate::scrape::serve(listener, move || {
+        wire::net::scrape::serve(listener, move || {
             let p = *shown.lock().unwrap_or_else(PoisonError::into_inner);
             render_metrics(&p)
         });

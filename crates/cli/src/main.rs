@@ -12,7 +12,6 @@ mod demo;
 mod logical;
 mod long_run;
 mod output;
-mod scrape;
 mod tunnel;
 mod walcmd;
 

@@ -129,11 +129,7 @@ pub fn prefetch(a: PrefetchArgs) -> anyhow::Result<ExitCode> {
         idle_exit: (a.idle_exit > 0).then(|| Duration::from_secs(a.idle_exit)),
         ..PrefetchOptions::default()
     };
-    let metrics = Arc::new(SpoolMetrics::new());
-    if let Some(addr) = &a.metrics {
-        let shown = Arc::clone(&metrics);
-        crate::scrape::serve(crate::scrape::bind(addr)?, move || shown.render());
-    }
+    let metrics = spool_metrics(a.metrics.as_deref())?;
     static STOP: AtomicBool = AtomicBool::new(false);
     let _ = ctrlc::set_handler(|| STOP.store(true, std::sync::atomic::Ordering::SeqCst));
     match lib::prefetch(&spool, repo, &opts, metrics, &STOP) {
@@ -178,11 +174,7 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     opts.queue_max = a.queue_max;
     opts.idle_exit = (a.idle_exit > 0).then(|| Duration::from_secs(a.idle_exit));
     opts.verbose = a.verbose;
-    let metrics = Arc::new(SpoolMetrics::new());
-    if let Some(addr) = &a.metrics {
-        let shown = Arc::clone(&metrics);
-        crate::scrape::serve(crate::scrape::bind(addr)?, move || shown.render());
-    }
+    let metrics = spool_metrics(a.metrics.as_deref())?;
     // SIGTERM and SIGINT stop the scan and let the files being stored finish; a SIGKILL
     // is as safe, only less tidy.
     static STOP: AtomicBool = AtomicBool::new(false);
@@ -198,4 +190,14 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         }
         Err(e) => Ok(super::failure(&e)),
     }
+}
+
+/// The counters of a serving or prefetching process, served on `--metrics ADDR` if given.
+fn spool_metrics(addr: Option<&str>) -> anyhow::Result<Arc<SpoolMetrics>> {
+    let metrics = Arc::new(SpoolMetrics::new());
+    if let Some(addr) = addr {
+        let shown = Arc::clone(&metrics);
+        wire::net::scrape::serve(wire::net::scrape::bind(addr)?, move || shown.render());
+    }
+    Ok(metrics)
 }

@@ -1,6 +1,6 @@
 //! The Prometheus endpoint of a half (`--metrics ADDR`): `GET /metrics` answers the half's
-//! counters in the text exposition format, anything else 404. A minimal HTTP/1.1 responder on
-//! the half's runtime, one request per connection.
+//! counters in the text exposition format, by the rules of [`super::scrape`], on the half's
+//! runtime, one request per connection.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -11,19 +11,13 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::info::Info;
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::Registry;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::error::NetError;
+use super::scrape::{self, ProcessFacts, Request, REQUEST_TIMEOUT};
 use super::stats::{Stats, StatsSnapshot};
-
-/// Longest request head read.
-const MAX_REQUEST: usize = 8 * 1024;
-/// Time a scraper gets to send its request and take the answer.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-/// The exposition format's content type (OpenMetrics text, which Prometheus reads).
-const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 type Labels = Vec<(String, String)>;
 
@@ -55,54 +49,30 @@ pub(crate) fn spawn(listener: TcpListener, stats: Arc<Stats>) -> tokio::task::Jo
     })
 }
 
-/// Reads one request head and answers it.
+/// Reads one request head and answers it, by the rules of [`super::scrape`].
 async fn answer(mut stream: TcpStream, stats: &Stats) -> std::io::Result<()> {
     let mut head = Vec::new();
     let mut chunk = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        if head.len() > MAX_REQUEST {
-            return respond(
-                &mut stream,
-                "431 Request Header Fields Too Large",
-                "text/plain",
-                "",
-            )
-            .await;
+    let asked = loop {
+        match scrape::request(&head) {
+            Request::Incomplete => {}
+            asked => break asked,
         }
         let n = stream.read(&mut chunk).await?;
         if n == 0 {
             return Ok(());
         }
         head.extend_from_slice(&chunk[..n]);
-    }
-    let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
-    let mut parts = line.split(|&b| b == b' ');
-    let (method, target) = (parts.next(), parts.next());
-    let path = target.map(|t| t.split(|&b| b == b'?').next().unwrap_or_default());
-    if method == Some(b"GET") && path == Some(b"/metrics") {
-        // /proc reads are file I/O: off the async workers.
-        let process = tokio::task::spawn_blocking(ProcessFacts::read)
+    };
+    // /proc reads are file I/O: off the async workers.
+    let process = match asked {
+        Request::Metrics => tokio::task::spawn_blocking(ProcessFacts::read)
             .await
-            .unwrap_or_default();
-        let body = render(&stats.snapshot(), &process);
-        respond(&mut stream, "200 OK", CONTENT_TYPE, &body).await
-    } else {
-        respond(&mut stream, "404 Not Found", "text/plain", "not found\n").await
-    }
-}
-
-async fn respond(
-    stream: &mut TcpStream,
-    status: &str,
-    content_type: &str,
-    body: &str,
-) -> std::io::Result<()> {
-    let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await?;
-    stream.write_all(body.as_bytes()).await?;
+            .unwrap_or_default(),
+        _ => ProcessFacts::default(),
+    };
+    let reply = scrape::response(asked, || render(&stats.snapshot(), &process));
+    stream.write_all(&reply).await?;
     stream.shutdown().await
 }
 
@@ -110,53 +80,6 @@ fn counter(v: u64) -> Counter {
     let c = Counter::default();
     c.inc_by(v);
     c
-}
-
-/// What the kernel says about this process, for the `process_*` metrics (the names of
-/// Prometheus's own process collector, so existing dashboards find them). The binary's other
-/// long-running commands (`archive serve`, `logical recv`) report the same two.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ProcessFacts {
-    /// Resident memory (VmRSS), bytes.
-    pub resident_bytes: Option<u64>,
-    /// Open file descriptors: for a half, two sockets per connection, plus the listeners.
-    pub open_fds: Option<u64>,
-}
-
-impl ProcessFacts {
-    /// Reads `/proc/self` (blocking; absent values on systems without it).
-    pub fn read() -> ProcessFacts {
-        let resident_bytes = std::fs::read_to_string("/proc/self/status")
-            .ok()
-            .and_then(|status| {
-                let kb = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
-                let kb: u64 = kb.trim().trim_end_matches("kB").trim().parse().ok()?;
-                kb.checked_mul(1024)
-            });
-        let open_fds = std::fs::read_dir("/proc/self/fd")
-            .ok()
-            .map(|d| d.count() as u64);
-        ProcessFacts {
-            resident_bytes,
-            open_fds,
-        }
-    }
-
-    /// Registers what was read as `process_resident_memory_bytes` and `process_open_fds`
-    /// (neither when absent).
-    pub fn register(&self, registry: &mut Registry) {
-        if let Some(rss) = self.resident_bytes {
-            registry.register_with_unit(
-                "process_resident_memory",
-                "Resident memory of the process (VmRSS)",
-                Unit::Bytes,
-                gauge(rss),
-            );
-        }
-        if let Some(fds) = self.open_fds {
-            registry.register("process_open_fds", "Open file descriptors", gauge(fds));
-        }
-    }
 }
 
 fn gauge(v: u64) -> Gauge<i64> {
@@ -314,15 +237,5 @@ mod tests {
         }
         let none = render(&s, &ProcessFacts::default());
         assert!(!none.contains("process_"), "{none}");
-    }
-
-    #[test]
-    fn process_facts_are_read_from_proc() {
-        let facts = ProcessFacts::read();
-        assert!(
-            facts.resident_bytes.is_some_and(|b| b > 1024 * 1024),
-            "{facts:?}"
-        );
-        assert!(facts.open_fds.is_some_and(|n| n >= 3), "{facts:?}");
     }
 }
