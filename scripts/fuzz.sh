@@ -144,6 +144,11 @@ for m in 1:lz4 2:zstd; do
         seed link_frames "chunk-${m#*:}"
 done
 
+# metrics_request: the size of each read minus one, then what a scraper sends.
+printf '\x07GET /metrics HTTP/1.1\r\nHost: db1:9188\r\nAccept: */*\r\n\r\n' | seed metrics_request get
+printf '\x00GET /metrics?x=1 HTTP/1.0\r\n\r\n' | seed metrics_request query
+printf '\xffPOST / HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc' | seed metrics_request post
+
 # pgoutput_decode: an options byte (bits 0-1 proto_version-1, bits 2-3 streaming, bit 4
 # inside a stream), then messages each with a 2-byte big-endian length. The messages are real:
 # pg_logical_slot_peek_binary_changes output of crates/logical/tests/pg15.rs on PostgreSQL 15.

@@ -1,12 +1,8 @@
-//! The rules of a `--metrics ADDR:PORT` endpoint, shared by every long-running command:
-//! `GET /metrics` answers the command's figures in the Prometheus text format, anything else
-//! 404, a request head past [`MAX_REQUEST`] 431; one request per connection.
-//!
-//! [`request`] and [`response`] hold those rules without I/O. The tunnel's halves answer on
-//! their runtime with them (`net::metrics`); the commands that run on threads (`archive
-//! serve`, `archive get --prefetch`, `logical recv`) bind with [`bind`] and answer from a
-//! thread of their own with [`serve`], which adds the process's resident memory and open
-//! descriptors (`process_*`, as a half gives them) to what the command renders.
+//! The `--metrics ADDR:PORT` endpoint of the commands that run on threads (`archive serve`,
+//! `archive get --prefetch`, `logical recv`), by the rules of [`crate::scrape`]: bound with
+//! [`bind`], answered from a thread of its own with [`serve`], which adds the process's
+//! resident memory and open descriptors (`process_*`, as a tunnel half gives them) to what
+//! the command renders.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -17,71 +13,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 
 use super::error::NetError;
-
-/// Longest request head read.
-pub const MAX_REQUEST: usize = 8 * 1024;
-/// Time a scraper gets to send its request and take the answer.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-/// The exposition format's content type (OpenMetrics text, which Prometheus reads).
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-/// The last line of an OpenMetrics exposition.
-const EOF: &str = "# EOF\n";
-
-/// What the bytes of a request read so far ask for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Request {
-    /// The head is not complete yet: read more.
-    Incomplete,
-    /// More than [`MAX_REQUEST`] bytes without the end of a head: answer 431.
-    TooLarge,
-    /// `GET /metrics` (a query string is ignored).
-    Metrics,
-    /// Anything else: answer 404.
-    Other,
-}
-
-/// Reads the request in `head`, the bytes received so far.
-pub fn request(head: &[u8]) -> Request {
-    if !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        return if head.len() > MAX_REQUEST {
-            Request::TooLarge
-        } else {
-            Request::Incomplete
-        };
-    }
-    let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
-    let mut parts = line.split(|&b| b == b' ');
-    let (method, target) = (parts.next(), parts.next());
-    let path = target.map(|t| t.split(|&b| b == b'?').next().unwrap_or_default());
-    if method == Some(b"GET") && path == Some(b"/metrics") {
-        Request::Metrics
-    } else {
-        Request::Other
-    }
-}
-
-/// The whole response to a request that is not [`Request::Incomplete`]; `metrics` renders the
-/// body of [`Request::Metrics`] and is called only for it.
-pub fn response(request: Request, metrics: impl FnOnce() -> String) -> Vec<u8> {
-    let (status, content_type, body) = match request {
-        Request::Metrics => ("200 OK", CONTENT_TYPE, metrics()),
-        Request::TooLarge => (
-            "431 Request Header Fields Too Large",
-            "text/plain",
-            String::new(),
-        ),
-        Request::Other | Request::Incomplete => {
-            ("404 Not Found", "text/plain", "not found\n".into())
-        }
-    };
-    let mut out = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    out.extend_from_slice(body.as_bytes());
-    out
-}
+use crate::scrape::{request, response, Request, REQUEST_TIMEOUT};
 
 /// What the kernel says about this process, for the `process_*` metrics (the names of
 /// Prometheus's own process collector, so existing dashboards find them). The binary's other
@@ -135,6 +67,9 @@ fn gauge(v: u64) -> Gauge<i64> {
     g.set(i64::try_from(v).unwrap_or(i64::MAX));
     g
 }
+
+/// The last line of an OpenMetrics exposition.
+const EOF: &str = "# EOF\n";
 
 /// Binds `addr` (`ADDR:PORT`) for [`serve`]; an address in use is a configuration error,
 /// reported before the command starts its work.
@@ -197,6 +132,7 @@ fn with_process(body: &str, facts: &ProcessFacts) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scrape::{CONTENT_TYPE, MAX_REQUEST};
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
 
@@ -271,37 +207,6 @@ mod tests {
         assert_eq!(text.matches(EOF).count(), 1, "{text}");
         let none = with_process("up 1\n# EOF\n", &ProcessFacts::default());
         assert_eq!(none, "up 1\n# EOF\n");
-    }
-
-    #[test]
-    fn request_heads_are_read_by_the_endpoint_rules() {
-        assert_eq!(request(b""), Request::Incomplete);
-        assert_eq!(
-            request(b"GET /metrics HTTP/1.1\r\nHost: h\r\n"),
-            Request::Incomplete
-        );
-        assert_eq!(request(b"GET /metrics HTTP/1.1\r\n\r\n"), Request::Metrics);
-        assert_eq!(
-            request(b"GET /metrics?a=b HTTP/1.0\r\n\r\n"),
-            Request::Metrics
-        );
-        assert_eq!(request(b"GET /metricsx HTTP/1.1\r\n\r\n"), Request::Other);
-        assert_eq!(request(b"HEAD /metrics HTTP/1.1\r\n\r\n"), Request::Other);
-        assert_eq!(request(b"\r\n\r\n"), Request::Other);
-        let big = vec![b'a'; MAX_REQUEST + 1];
-        assert_eq!(request(&big[..MAX_REQUEST]), Request::Incomplete);
-        assert_eq!(request(&big), Request::TooLarge);
-        let mut rendered = false;
-        let not_found = response(Request::Other, || {
-            rendered = true;
-            String::new()
-        });
-        assert!(!rendered, "rendered for a 404");
-        assert_eq!(
-            not_found,
-            b"HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: 10\r\n\
-              Connection: close\r\n\r\nnot found\n"
-        );
     }
 
     #[test]
