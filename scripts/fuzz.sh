@@ -105,6 +105,11 @@ printf '000000010000000000000006.00000028.backup\nSTART WAL LOCATION: 0/6000028 
 printf '00000003.history\n1\t0/3000158\tno recovery target specified\n\n2\t0/5000000\tbefore 2000-01-01 00:00:00+00\n' |
     seed archive_history timeline
 
+# archive_identity: an identity file as `archive init` writes it, and a segment's first page.
+printf 'pgcompress-repository 1\n# comment\nsystem_identifier 7312345678901234567\nwal_segment_size 16777216\npg_major 15\n' |
+    seed archive_identity file
+head -c 40 "$wal/000000010000000000000007" | seed archive_identity first-page
+
 # columns_decode: 2-byte cap (in 16-byte units), then bytes that are decoded as a column-coded
 # buffer and column-coded themselves: CSV rows (cut inside a row at both ends, as a link chunk
 # is) and tab-separated rows with a CopyData header inside them.

@@ -88,13 +88,11 @@ fn main() -> Result<(), Box<dyn Error>> {
         archive::pack(&name, &data, &spec)
     })?;
     stage("whole decode", || archive::decode(&packed.bytes))?;
-    let repo = tempfile::tempdir()?;
+    let repo_dir = tempfile::tempdir()?;
+    let repo = archive::repo::Repository::local(repo_dir.path());
+    repo.init(&archive::Identity::of_segment(&data)?)?;
     stage("whole push to a local repository (fsync included)", || {
-        archive::repo::Repository::local(repo.path()).push(
-            std::path::Path::new(&path),
-            &name,
-            &spec,
-        )
+        repo.push(std::path::Path::new(&path), &name, &spec)
     })?;
     Ok(())
 }

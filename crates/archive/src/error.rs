@@ -244,6 +244,49 @@ pub enum ArchiveError {
     /// The retention asked for cannot be applied.
     #[error(transparent)]
     Retention(#[from] crate::retention::PlanError),
+    /// The location holds no initialized repository: nothing is pushed to or restored from
+    /// it, and nothing is created there (`pgcompress archive init` creates one on purpose).
+    #[error(
+        "repository {location} {detail}: nothing was read or written; if this is the right place, \
+create it once with `pgcompress archive init --repo {location} --pgdata DATA_DIRECTORY`"
+    )]
+    NotInitialized {
+        /// The repository's location.
+        location: String,
+        /// What is there instead ("does not exist", "is not initialized").
+        detail: String,
+    },
+    /// A file of another cluster (or with another segment size) than the repository's.
+    #[error("{name} is refused by repository {location}: {mismatch}; nothing was written")]
+    ForeignFile {
+        /// The file name.
+        name: String,
+        /// The repository's location.
+        location: String,
+        /// How it differs.
+        mismatch: crate::identity::Mismatch,
+    },
+    /// `archive init` on a repository that belongs to another cluster.
+    #[error(
+        "repository {location} already belongs to {existing}, not to {wanted}; nothing changed"
+    )]
+    OtherCluster {
+        /// The repository's location.
+        location: String,
+        /// What it holds or records.
+        existing: String,
+        /// What init was asked to record.
+        wanted: crate::identity::Identity,
+    },
+    /// Identity bytes (the repository's identity file, a segment header, pg_control) that
+    /// cannot be read.
+    #[error("{what}: {source}")]
+    Identity {
+        /// Which file and where.
+        what: String,
+        /// What is wrong with it.
+        source: crate::identity::IdentityError,
+    },
 }
 
 impl ArchiveError {

@@ -10,6 +10,7 @@
 
 pub mod container;
 pub mod error;
+pub mod identity;
 mod images;
 pub mod input;
 mod lanes;
@@ -23,6 +24,7 @@ pub use codec::words;
 
 pub use container::{Header, Part, PartKind, Role, Transform, WalInfo};
 pub use error::{ArchiveError, ContainerError};
+pub use identity::Identity;
 pub use pack::{pack, Packed};
 pub use pipeline::decode;
 pub use repo::{Entry, Expired, Location, PushOutcome, Repository, Retain, S3Options};

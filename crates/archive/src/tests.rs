@@ -121,16 +121,31 @@ fn names_must_be_file_names() {
     }
 }
 
+/// The identity the repositories of these tests are initialized with.
+const IDENTITY: crate::Identity = crate::Identity {
+    system_identifier: 7_000_000_000_000_000_001,
+    wal_segment_size: 16 << 20,
+    pg_major: 15,
+};
+
+/// `repo`, initialized for [`IDENTITY`].
+fn initialized(repo: Repository) -> Repository {
+    repo.init(&IDENTITY).expect("init");
+    repo
+}
+
 #[test]
 fn repository_semantics() {
     let dir = tempfile::tempdir().expect("tempdir");
     let repo_dir = dir.path().join("repo");
-    let repo = Repository::local(&repo_dir);
+    let repo = initialized(Repository::local(&repo_dir));
     let path_of = |name: &str| repo_dir.join(crate::repo::key_of(name));
-    let src = dir.path().join("000000010000000000000001");
+    // Not a WAL segment's name: these bytes are no WAL, and a segment's first page is
+    // checked against the repository's system.
+    let name = "00000003.history";
+    let src = dir.path().join(name);
     let data = noise(300_000, 5);
     std::fs::write(&src, &data).expect("write");
-    let name = "000000010000000000000001";
 
     assert!(matches!(
         repo.push(&src, name, &spec()),
@@ -196,7 +211,7 @@ fn repository_semantics() {
 #[test]
 fn renamed_container_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let repo = Repository::local(dir.path());
+    let repo = initialized(Repository::local(dir.path()));
     let path_of = |name: &str| dir.path().join(crate::repo::key_of(name));
     let src = dir.path().join("a");
     std::fs::write(&src, b"content of a").expect("write");
@@ -217,9 +232,81 @@ fn a_missing_repository_is_not_a_missing_file() {
     let dest = dir.path().join("RECOVERYHISTORY");
     assert!(matches!(
         repo.get("00000002.history", &dest),
-        Err(ArchiveError::NoRepository { .. })
+        Err(ArchiveError::NotInitialized { .. })
     ));
     assert!(!dest.exists());
+}
+
+#[test]
+fn push_and_get_need_an_initialized_repository_and_create_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path().join("00000002.history");
+    std::fs::write(&src, b"1\t0/3000000\tno recovery target specified\n").expect("write");
+    let dest = dir.path().join("RECOVERYHISTORY");
+    // A directory that does not exist (a volume not mounted) stays absent.
+    let nowhere = dir.path().join("mnt").join("backup");
+    let repo = Repository::local(&nowhere);
+    let err = repo
+        .push(&src, "00000002.history", &spec())
+        .expect_err("push to a location that does not exist");
+    assert!(matches!(err, ArchiveError::NotInitialized { .. }), "{err}");
+    assert!(!dir.path().join("mnt").exists());
+    // An empty directory is not a repository either: nothing is written into it.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).expect("mkdir");
+    let repo = Repository::local(&empty);
+    let err = repo
+        .push(&src, "00000002.history", &spec())
+        .expect_err("push to an uninitialized directory");
+    assert!(err.to_string().contains("archive init"), "{err}");
+    assert!(matches!(
+        repo.get("00000002.history", &dest),
+        Err(ArchiveError::NotInitialized { .. })
+    ));
+    assert_eq!(std::fs::read_dir(&empty).expect("ls").count(), 0);
+    // Once initialized, it works; init again with the same identity changes nothing, with
+    // another it is refused.
+    assert!(matches!(
+        repo.init(&IDENTITY),
+        Ok(crate::repo::Initialized::Created { adopted: 0 })
+    ));
+    assert!(matches!(
+        repo.init(&IDENTITY),
+        Ok(crate::repo::Initialized::Already)
+    ));
+    let other = crate::Identity {
+        system_identifier: 1,
+        ..IDENTITY
+    };
+    assert!(matches!(
+        repo.init(&other),
+        Err(ArchiveError::OtherCluster { .. })
+    ));
+    let repo = Repository::local(&empty);
+    assert!(matches!(
+        repo.push(&src, "00000002.history", &spec()),
+        Ok(PushOutcome::Stored(_))
+    ));
+    repo.get("00000002.history", &dest).expect("get");
+}
+
+#[test]
+fn a_segment_name_must_hold_wal_of_the_repositorys_system() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = initialized(Repository::local(dir.path().join("repo")));
+    let name = "000000010000000000000001";
+    let src = dir.path().join(name);
+    std::fs::write(&src, noise(100_000, 9)).expect("write");
+    assert!(matches!(
+        repo.push(&src, name, &spec()),
+        Err(ArchiveError::Identity { .. })
+    ));
+    std::fs::write(&src, b"short").expect("write");
+    assert!(matches!(
+        repo.push(&src, name, &spec()),
+        Err(ArchiveError::Identity { .. })
+    ));
+    assert!(repo.files().expect("files").is_empty());
 }
 
 #[test]
@@ -311,7 +398,7 @@ fn flip_in_header(c: &[u8], field: &[u8]) -> Vec<u8> {
 /// directory, the repository, the bytes, the header push wrote and the container's path.
 fn pushed_big(seed: u64) -> (tempfile::TempDir, Repository, Vec<u8>, Header, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let repo = Repository::local(dir.path().join("repo"));
+    let repo = initialized(Repository::local(dir.path().join("repo")));
     let data = noise(6 << 20, seed);
     let src = dir.path().join("big");
     std::fs::write(&src, &data).expect("write");

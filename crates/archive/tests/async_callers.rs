@@ -35,6 +35,12 @@ fn sample(n: usize) -> Vec<u8> {
 fn drive(repo: Repository, src: &Path, name: &str, out: &Path) {
     let spec: Spec = "zstd:level=3".parse().expect("spec");
     let data = std::fs::read(src).expect("read source");
+    repo.init(&archive::Identity {
+        system_identifier: 7_000_000_000_000_000_002,
+        wal_segment_size: 16 << 20,
+        pg_major: 15,
+    })
+    .expect("init");
     let repo = std::sync::Arc::new(repo);
     runtime().block_on(async {
         let outcome = repo.push(src, name, &spec).expect("push inside a runtime");
@@ -78,7 +84,7 @@ fn the_local_repository_works_inside_a_runtime() {
     drive(
         Repository::local(dir.path().join("repo")),
         &src,
-        "000000010000000000000001",
+        "00000002.history",
         &dir.path().join("out"),
     );
 }
@@ -101,12 +107,7 @@ fn the_s3_repository_works_inside_a_runtime() {
     let dir = tempfile::tempdir().expect("tempdir");
     let src = dir.path().join("f");
     std::fs::write(&src, sample(300_000)).expect("write");
-    drive(
-        repo,
-        &src,
-        "000000010000000000000002",
-        &dir.path().join("out"),
-    );
+    drive(repo, &src, "00000003.history", &dir.path().join("out"));
 }
 
 /// moto_server on a free loopback port, killed on drop.

@@ -5,6 +5,7 @@ use archive::container::{Role, Transform};
 use archive::decode;
 use archive::pack::pack;
 use archive::walsplit::{join, join_into, split, Stream};
+use archive::Identity;
 use codec::{BlockCompressor, Spec};
 
 mod fixture;
@@ -385,6 +386,8 @@ fn a_push_that_reads_the_file_through_windows_stores_what_packing_it_in_memory_g
         // A fresh repository directory per case: the same name is pushed with other bytes.
         let repo_dir = dir.path().join(format!("repo{i}"));
         let repo = archive::repo::Repository::local(&repo_dir);
+        repo.init(&Identity::of_segment(data).expect("identity"))
+            .expect("init");
         repo.push(&path, name, &spec).expect("push");
         let stored = std::fs::read(repo_dir.join(archive::repo::key_of(name))).expect("stored");
         let packed = pack(name, data, &spec).expect("pack");
@@ -395,4 +398,50 @@ fn a_push_that_reads_the_file_through_windows_stores_what_packing_it_in_memory_g
         let (_, back) = decode(&stored).expect("decode");
         assert!(back == *data, "{label}: bytes differ");
     }
+}
+
+#[test]
+fn a_segment_of_another_system_is_refused_and_the_repository_unchanged() {
+    // The same segment with another system identifier in its first page's long header
+    // (xlp_sysid, bytes 24..32), as another cluster's archive_command would push it.
+    let (name, data) = segments().swap_remove(3);
+    let id = Identity::of_segment(&data).expect("identity");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo_dir = dir.path().join("repo");
+    let repo = archive::repo::Repository::local(&repo_dir);
+    repo.init(&id).expect("init");
+    let mut foreign = data.clone();
+    foreign[24..32].copy_from_slice(&(id.system_identifier ^ 1).to_le_bytes());
+    let src = dir.path().join(&name);
+    std::fs::write(&src, &foreign).expect("write");
+    let listing = |d: &std::path::Path| {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .expect("ls")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let before = listing(&repo_dir);
+    let err = repo
+        .push(&src, &name, &"zstd:3".parse().expect("spec"))
+        .expect_err("a foreign segment");
+    assert!(
+        matches!(err, archive::ArchiveError::ForeignFile { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("belongs to system"), "{err}");
+    assert_eq!(listing(&repo_dir), before);
+    // Its own segment goes in, and init is refused for the other system: the repository
+    // already holds WAL of this one.
+    std::fs::write(&src, &data).expect("write");
+    repo.push(&src, &name, &"zstd:3".parse().expect("spec"))
+        .expect("push");
+    let other = archive::repo::Repository::local(&repo_dir);
+    let foreign_id = Identity::of_segment(&foreign).expect("identity");
+    assert!(matches!(
+        other.init(&foreign_id),
+        Err(archive::ArchiveError::OtherCluster { .. })
+    ));
 }

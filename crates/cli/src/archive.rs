@@ -6,16 +6,18 @@ mod spool;
 
 use std::process::ExitCode;
 
+use ::archive::repo::Initialized;
 use ::archive::{ArchiveError, Header, PushOutcome, Repository, Role};
 use codec::Spec;
 use serde_json::json;
 
-use crate::args::archive::{ArchiveCommand, GetArgs, ListArgs, PushArgs, RepoArgs};
+use crate::args::archive::{ArchiveCommand, GetArgs, InitArgs, ListArgs, PushArgs, RepoArgs};
 use crate::output::bytes;
 use config::{Flags, Settings};
 
 pub fn run(cmd: ArchiveCommand) -> anyhow::Result<ExitCode> {
     match cmd {
+        ArchiveCommand::Init(a) => init(a),
         ArchiveCommand::Push(a) => push(a),
         ArchiveCommand::Get(a) => get(a),
         ArchiveCommand::List(a) => list(a, false),
@@ -52,12 +54,94 @@ pub(crate) fn failure(e: &ArchiveError) -> ExitCode {
     ExitCode::from(1)
 }
 
+/// A push the operator's setup refuses (no repository there, another cluster's file): exit 2,
+/// so that it reads as a mistake to fix, not a passing failure of the store.
+fn is_setup_error(e: &ArchiveError) -> bool {
+    matches!(
+        e,
+        ArchiveError::NotInitialized { .. }
+            | ArchiveError::ForeignFile { .. }
+            | ArchiveError::Identity { .. }
+            | ArchiveError::Config(_)
+    )
+}
+
+fn init(a: InitArgs) -> anyhow::Result<ExitCode> {
+    let identity = match (&a.pgdata, &a.from_segment) {
+        (Some(dir), _) => ::archive::repo::data_directory_identity(dir)?,
+        (None, Some(segment)) => segment_identity(segment)?,
+        (None, None) => anyhow::bail!("archive init needs --pgdata DIR or --from-segment SEGMENT"),
+    };
+    let repo = repo(&a.repo)?;
+    let done = match repo.init(&identity) {
+        Ok(done) => done,
+        Err(e) if is_setup_error(&e) || matches!(e, ArchiveError::OtherCluster { .. }) => {
+            eprintln!("pgcompress: error: {e}");
+            return Ok(ExitCode::from(2));
+        }
+        Err(e) => return Ok(failure(&e)),
+    };
+    let (created, adopted) = match done {
+        Initialized::Created { adopted } => (true, adopted),
+        _ => (false, 0),
+    };
+    if a.json {
+        println!(
+            "{}",
+            json!({
+                "repository": repo.location(),
+                "created": created,
+                "adopted_files": adopted,
+                "system_identifier": identity.system_identifier.to_string(),
+                "wal_segment_size": identity.wal_segment_size,
+                "pg_major": identity.pg_major,
+            })
+        );
+    } else if !created {
+        println!(
+            "repository {} already belongs to {identity}; nothing changed",
+            repo.location()
+        );
+    } else if adopted > 0 {
+        println!(
+            "repository {} now belongs to {identity}; the {adopted} files already there are kept",
+            repo.location()
+        );
+    } else {
+        println!("repository {} created for {identity}", repo.location());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The identity in the first page of the WAL segment file `path`.
+fn segment_identity(path: &std::path::Path) -> anyhow::Result<::archive::Identity> {
+    use std::io::Read;
+    let mut first = Vec::with_capacity(::archive::identity::FIRST_PAGE_HEADER_LEN);
+    std::fs::File::open(path)
+        .and_then(|f| {
+            f.take(::archive::identity::FIRST_PAGE_HEADER_LEN as u64)
+                .read_to_end(&mut first)
+        })
+        .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+    ::archive::Identity::of_segment(&first).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
 fn push(a: PushArgs) -> anyhow::Result<ExitCode> {
     let settings = settings(&a.repo, a.method.as_ref())?;
     let repo = open(&settings)?;
     let Some(name) = a.path.file_name().and_then(|n| n.to_str()) else {
         anyhow::bail!("{} does not end in a file name", a.path.display());
     };
+    // Checked here too, not only by the store's push, so that `--async` refuses a mistake at
+    // once instead of handing the file to a server that would refuse it. A store that fails
+    // to answer is the push's to meet (and the serving process's to report as a backlog).
+    match repo.identity() {
+        Err(e) if is_setup_error(&e) => {
+            eprintln!("pgcompress: error: {e}");
+            return Ok(ExitCode::from(2));
+        }
+        _ => {}
+    }
     if a.r#async {
         return spool::push(&a, &repo, name);
     }
@@ -77,6 +161,10 @@ nothing written",
             Ok(ExitCode::SUCCESS)
         }
         Ok(_) => Ok(ExitCode::SUCCESS),
+        Err(e) if is_setup_error(&e) => {
+            eprintln!("pgcompress: error: {e}");
+            Ok(ExitCode::from(2))
+        }
         Err(e) => Ok(failure(&e)),
     }
 }
@@ -91,6 +179,11 @@ fn get(a: GetArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(GET_FAILED));
         }
     };
+    // restore_command runs in the data directory: one of another cluster is refused.
+    if let Err(e) = repo.admit_data_directory(std::path::Path::new(".")) {
+        eprintln!("pgcompress: error: {e}");
+        return Ok(ExitCode::from(GET_FAILED));
+    }
     if let (Some(depth), Some(spool)) = (a.prefetch, &a.spool) {
         match spool::get_prefetched(&a, &repo, depth, spool) {
             Ok(true) => return Ok(ExitCode::SUCCESS),
@@ -116,7 +209,7 @@ fn get(a: GetArgs) -> anyhow::Result<ExitCode> {
 /// unreadable). PostgreSQL reads exit statuses up to 125 from restore_command as
 /// "not in the archive", which can end archive recovery early; above 125 it aborts
 /// recovery instead, which is what a damaged archive calls for.
-const GET_FAILED: u8 = 200;
+pub(crate) const GET_FAILED: u8 = 200;
 
 fn ratio(original: u64, stored: u64) -> f64 {
     if stored == 0 {

@@ -163,6 +163,7 @@ fn sigkill_of_the_foreground_or_the_server_never_reports_a_segment_that_is_not_s
     // included, sets the range of kill delays.
     let calib = scratch.join("calibrate");
     let wal = pg_wal(&calib, &segs);
+    archive_support::init_from_segment(&calib.join("repo"), &segs[0]);
     let started = Instant::now();
     for s in &segs {
         let name = s.file_name().expect("name");
@@ -189,6 +190,7 @@ fn sigkill_of_the_foreground_or_the_server_never_reports_a_segment_that_is_not_s
         let top = scratch.join(format!("trial-{trial}"));
         let wal = pg_wal(&top, &segs);
         let (repo, spool) = (top.join("repo"), top.join("spool"));
+        archive_support::init_from_segment(&repo, &segs[0]);
         for seg in &segs {
             let name = seg.file_name().and_then(|n| n.to_str()).expect("name");
             let path = wal.join(name);
@@ -309,6 +311,7 @@ fn a_full_backlog_is_loud_and_nothing_is_dropped() {
     );
     // The repository comes back: every file is stored, each foreground returns 0.
     std::fs::remove_file(&repo).expect("rm");
+    archive_support::init_from_segment(&repo, &segs[0]);
     for s in &segs {
         let path = wal.join(s.file_name().expect("name"));
         let out = foreground(&repo, &spool, &path, 60)
@@ -410,13 +413,18 @@ const CHECKSUM_SQL: &str = "SELECT md5(string_agg(aid::text || ':' || abalance, 
 fn async_recovery<R: Repo>(repo: &R, top: &Path) {
     let spool = server_writable_dir(top, "spool");
     let push = repo.command_line("push", &format!("--async --spool {} %p", spool.display()));
+    // As an operator sets it up: the repository is initialized for the cluster before
+    // archive_command points at it (the server keeps its WAL meanwhile).
     let cluster = Cluster::builder()
         .wal_segsize_mb(1)
         .guc("archive_mode", "on")
-        .guc("archive_command", &push)
         .guc("wal_compression", "off")
         .start()
         .expect("start cluster");
+    archive_support::init(repo, &cluster.data_dir());
+    cluster
+        .set_guc_and_reload("archive_command", &push)
+        .expect("archive_command");
     cluster.pgbench_init(1).expect("pgbench -i");
     let backup = top.join("backup");
     let mut bb = cluster.command("pg_basebackup");

@@ -62,12 +62,17 @@ fn recovery_reaches_the_same_data<R: Repo>(repo: &R, top: &Path) {
         repo.command_line("push", "%p"),
         copies.display()
     );
+    // As an operator sets it up: the repository is initialized for the cluster before
+    // archive_command points at it (the server keeps its WAL meanwhile).
     let cluster = Cluster::builder()
         .guc("archive_mode", "on")
-        .guc("archive_command", &push)
         .guc("wal_compression", "off")
         .start()
         .expect("start cluster");
+    archive_support::init(repo, &cluster.data_dir());
+    cluster
+        .set_guc_and_reload("archive_command", &push)
+        .expect("archive_command");
     cluster.pgbench_init(1).expect("pgbench -i");
 
     // Base backup without WAL: recovery must fetch every segment through `get`.
@@ -93,11 +98,17 @@ fn recovery_reaches_the_same_data<R: Repo>(repo: &R, top: &Path) {
     let archived = list_json(repo)["files"].as_array().map_or(0, Vec::len);
     assert!(archived >= 3, "only {archived} files archived");
 
-    // A copy of the base backup for the standby below, before the recovery settings go in.
-    let standby_data = top.join("standby");
-    let mut cp = Command::new("cp");
-    cp.arg("-a").arg(&backup).arg(&standby_data);
-    run(&mut cp).expect("copy the base backup");
+    // Copies of the base backup for the standby and the mistake below, before the recovery
+    // settings go in.
+    let copy_backup = |name: &str| {
+        let to = top.join(name);
+        let mut cp = Command::new("cp");
+        cp.arg("-a").arg(&backup).arg(&to);
+        run(&mut cp).expect("copy the base backup");
+        to
+    };
+    let standby_data = copy_backup("standby");
+    let unmounted_data = copy_backup("unmounted");
 
     // The second cluster: the base backup, restore_command = get, a named target.
     let get = repo.command_line("get", "%f %p");
@@ -116,6 +127,8 @@ fn recovery_reaches_the_same_data<R: Repo>(repo: &R, top: &Path) {
     );
     assert!(log_text.contains("restored log file"), "{log_text}");
     assert_eq!(restored.query(CHECKSUM_SQL), checksum, "{log_text}");
+    // The servers below take its port and log in turn.
+    drop(restored);
 
     // A standby fed from the archive alone (standby.signal, restore_command, no primary_conninfo)
     // replays every archived segment, past the restore point, to the primary's last switch.
@@ -128,6 +141,45 @@ fn recovery_reaches_the_same_data<R: Repo>(repo: &R, top: &Path) {
     assert_eq!(standby.query("SELECT pg_is_in_recovery()"), "t");
     drop(standby);
     every_archived_file_comes_back_identical(repo, &copies, top);
+    mistakes_in_restore_command_stop_recovery(&cluster, repo, top, &unmounted_data);
+}
+
+/// A repository that is not there (a volume not mounted) stops recovery with the error in the server log: the server does not come up,
+/// promote or start a new timeline without the archived WAL.
+fn mistakes_in_restore_command_stop_recovery<R: Repo>(
+    cluster: &Cluster,
+    repo: &R,
+    top: &Path,
+    unmounted_data: &Path,
+) {
+    let missing = repo.missing().command_line("get", "%f %p");
+    for (data, command, said) in [
+        // The location is named: `no-such-repo` or `no-such-bucket`.
+        (unmounted_data, missing.as_str(), "no-such-"),
+    ] {
+        let log = Restored::refused(cluster, data, top, command);
+        assert!(log.contains(said), "{command}: {log}");
+        assert!(
+            log.contains("could not restore file") && log.contains("exit code 200"),
+            "{command}: {log}"
+        );
+        assert!(
+            !log.contains("selected new timeline ID"),
+            "{command}: {log}"
+        );
+        let wal: Vec<String> = std::fs::read_dir(data.join("pg_wal"))
+            .expect("pg_wal")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            !wal.iter().any(|n| n.ends_with(".history")),
+            "{command}: a new timeline was started: {wal:?}"
+        );
+        assert!(
+            data.join("recovery.signal").exists(),
+            "{command}: recovery ended"
+        );
+    }
 }
 
 /// `archive get` of every file archive_command saw returns the very bytes PostgreSQL handed

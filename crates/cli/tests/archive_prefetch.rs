@@ -49,6 +49,7 @@ fn a_prefetched_file_never_stands_in_for_a_different_or_damaged_one() {
     assert!(segs.len() >= 5, "{segs:?}");
     segs.truncate(5);
     let repo = top.join("repo");
+    archive_support::init_from_segment(&repo, &segs[0]);
     for s in &segs {
         push(&repo, s);
     }

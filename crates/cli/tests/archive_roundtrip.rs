@@ -81,6 +81,7 @@ fn every_kind_of_file_round_trips() {
             .expect("copy");
         let archived = cluster.archived_segments().expect("archived");
         let repo = scratch.join(format!("repo{seg_mb}"));
+        archive_support::init(&repo, &cluster.data_dir());
         for seg in &wal {
             round_trip(&repo, seg, scratch);
         }
@@ -149,6 +150,7 @@ fn every_kind_of_file_round_trips() {
     let other = scratch.join("other");
     std::fs::create_dir(&other).expect("mkdir");
     let repo = scratch.join("repo-other");
+    archive_support::init_from_segment(&repo, &segment_1mb.clone().expect("a 1 MB segment"));
     let files = [
         file(&other, "00000002.history", b"1\t0/3000000\tno recovery target specified\n"),
         file(
@@ -159,11 +161,15 @@ fn every_kind_of_file_round_trips() {
         file(&other, "empty", b""),
         file(&other, "short", b"abc"),
         file(&other, "junk.bin", &noise(3 << 20, 11)),
-        file(&other, "000000010000000000000009", &noise(1 << 20, 12)),
     ];
     for f in &files {
         round_trip(&repo, f, scratch);
     }
+    // A segment's name on bytes that are not WAL is refused: no system to check it against.
+    let not_wal = file(&other, "000000010000000000000009", &noise(1 << 20, 12));
+    let out = archive_support::archive(&repo, &["push", not_wal.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(!repo.join("000000010000000000000009.pgcz").exists());
     let info = list_json(&repo);
     for f in info["files"].as_array().expect("files") {
         assert_eq!(f["transform"], "plain", "{f}");
@@ -171,9 +177,12 @@ fn every_kind_of_file_round_trips() {
 
     let segment = segment_1mb.as_deref().expect("a 1 MB segment");
     let repo = scratch.join("repo-conflict");
+    archive_support::init_from_segment(&repo, segment);
     conflict_semantics(&repo, scratch, segment);
     settings_and_usage(scratch, &repo);
-    corruption_is_detected(&scratch.join("repo-corrupt"), scratch, segment);
+    let corrupt = scratch.join("repo-corrupt");
+    archive_support::init_from_segment(&corrupt, segment);
+    corruption_is_detected(&corrupt, scratch, segment);
 }
 
 /// Usage errors exit 2; PGCOMPRESS_REPO and a config file stand in for --repo.

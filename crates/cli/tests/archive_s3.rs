@@ -34,6 +34,8 @@ fn s3_repository_behaves_like_a_directory() {
     assert!(wal.len() + archived.len() >= 4, "{wal:?} {archived:?}");
 
     let repo = S3Repo::new(&moto, BUCKET, "cluster-a/wal");
+    uninitialized_prefix_is_refused(&repo, &cluster.data_dir(), &wal[0], scratch);
+    archive_support::init(&repo, &cluster.data_dir());
     for seg in wal.iter().chain(&archived) {
         round_trip(&repo, seg, scratch);
     }
@@ -100,10 +102,46 @@ fn s3_repository_behaves_like_a_directory() {
     assert_eq!(list_json(&other)["files"].as_array().map(Vec::len), Some(0));
 
     let segment = wal.first().expect("a segment");
-    conflict_semantics(&S3Repo::new(&moto, BUCKET, "conflict"), scratch, segment);
-    corruption_is_detected(&S3Repo::new(&moto, BUCKET, "corrupt"), scratch, segment);
+    let conflict = S3Repo::new(&moto, BUCKET, "conflict");
+    archive_support::init_from_segment(&conflict, segment);
+    conflict_semantics(&conflict, scratch, segment);
+    let corrupt = S3Repo::new(&moto, BUCKET, "corrupt");
+    archive_support::init_from_segment(&corrupt, segment);
+    corruption_is_detected(&corrupt, scratch, segment);
     settings_select_the_repository(&moto, &repo, scratch, segment);
     unreachable_store(scratch, segment);
+}
+
+/// Before `archive init`, push exits 2 and get 200, and neither writes an object; after it, a
+/// segment of another system is refused and nothing is written.
+fn uninitialized_prefix_is_refused(repo: &S3Repo, pgdata: &Path, segment: &Path, scratch: &Path) {
+    let name = segment.file_name().and_then(|n| n.to_str()).expect("name");
+    let out = archive(repo, &["push", segment.to_str().expect("path")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("not initialized") && err.contains("archive init"),
+        "{err}"
+    );
+    let dest = scratch.join("uninitialized-get");
+    let out = archive(repo, &["get", name, dest.to_str().expect("path")]);
+    assert_eq!(out.status.code(), Some(200), "{out:?}");
+    assert!(!dest.exists());
+    assert_eq!(list_json(repo)["files"].as_array().map(Vec::len), Some(0));
+    assert!(repo.stored(name).is_none());
+    // Another system's segment, once the prefix belongs to this one.
+    let foreign_dir = scratch.join("foreign");
+    std::fs::create_dir_all(&foreign_dir).expect("mkdir");
+    let mut foreign = std::fs::read(segment).expect("read");
+    foreign[24] ^= 1; // xlp_sysid, in the first page's long header
+    let foreign_path = foreign_dir.join(name);
+    std::fs::write(&foreign_path, &foreign).expect("write");
+    archive_support::init(repo, pgdata);
+    let out = archive(repo, &["push", foreign_path.to_str().expect("path")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("belongs to system"), "{err}");
+    assert!(repo.stored(name).is_none());
 }
 
 /// The server refuses a conditional PutObject (`If-None-Match: *`) over an existing key, the

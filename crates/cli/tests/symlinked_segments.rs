@@ -77,6 +77,14 @@ fn commands_read_a_directory_of_symlinked_segments() {
     std::fs::create_dir(&repo).expect("mkdir repo");
     let restored = tmp.path().join("restored");
     std::fs::create_dir(&restored).expect("mkdir restored");
+    run_ok(&[
+        "archive",
+        "init",
+        "--repo",
+        path_str(&repo),
+        "--from-segment",
+        path_str(&real[0]),
+    ]);
     for (link, target) in links.iter().zip(&real) {
         run_ok(&["archive", "push", "--repo", path_str(&repo), path_str(link)]);
         let name = link.file_name().and_then(|n| n.to_str()).expect("name");

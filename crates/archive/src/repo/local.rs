@@ -26,7 +26,7 @@ pub struct LocalStore {
 }
 
 impl LocalStore {
-    /// The store rooted at `dir` (created by the first push). A relative `dir` is made
+    /// The store rooted at `dir` (created by `archive init`). A relative `dir` is made
     /// absolute against the current directory, so that processes started elsewhere (the
     /// spool's serving process) name the same repository the same way.
     pub fn new(dir: impl Into<PathBuf>) -> LocalStore {
@@ -41,16 +41,21 @@ impl LocalStore {
         &self.dir
     }
 
-    /// The directory of temporary files, created if missing.
+    /// The directory of temporary files, created if missing; the repository directory
+    /// itself is never created here (only by [`Store::create_location`]), so a push to a
+    /// directory that vanished fails instead of starting an archive in its place.
     fn tmp_dir(&self) -> Result<PathBuf, ArchiveError> {
         let tmp_dir = self.dir.join(TMP_DIR);
-        fs::create_dir_all(&tmp_dir).map_err(ArchiveError::io("creating", &tmp_dir))?;
-        Ok(tmp_dir)
+        match fs::create_dir(&tmp_dir) {
+            Ok(()) => Ok(tmp_dir),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(tmp_dir),
+            Err(e) => Err(ArchiveError::io("creating", &tmp_dir)(e)),
+        }
     }
 
     /// Links the fsynced temporary file `tmp` to `key` unless the name is taken, removes
     /// `tmp` and fsyncs the directory: `Ok(false)` when `key` already exists.
-    fn publish(&self, tmp_dir: &Path, tmp: &Path, key: &str) -> Result<bool, ArchiveError> {
+    fn publish(&self, tmp: &Path, key: &str) -> Result<bool, ArchiveError> {
         let dest = self.dir.join(key);
         let linked = fs::hard_link(tmp, &dest);
         let _ = fs::remove_file(tmp);
@@ -66,8 +71,22 @@ impl LocalStore {
             }
         }
         sync_dir(&self.dir)?;
-        remove_stale_temps(tmp_dir);
         Ok(true)
+    }
+
+    /// [`LocalStore::publish`] of a container staged in `tmp_dir`, then removes what killed
+    /// pushes left there.
+    fn publish_container(
+        &self,
+        tmp_dir: &Path,
+        tmp: &Path,
+        key: &str,
+    ) -> Result<bool, ArchiveError> {
+        let created = self.publish(tmp, key)?;
+        if created {
+            remove_stale_temps(tmp_dir);
+        }
+        Ok(created)
     }
 }
 
@@ -98,9 +117,16 @@ impl Store for LocalStore {
     }
 
     fn create(&self, key: &str, bytes: Vec<u8>) -> Result<bool, ArchiveError> {
+        if !key.ends_with(super::SUFFIX) {
+            // The identity file `archive init` writes is staged beside the containers under
+            // a dot name (which no listing takes for one), so that init, whoever runs it,
+            // leaves no `.tmp` directory that the server's user could not write into.
+            let tmp = write_temp(&self.dir, &format!(".{key}"), &bytes)?;
+            return self.publish(&tmp, key);
+        }
         let tmp_dir = self.tmp_dir()?;
         let tmp = write_temp(&tmp_dir, key, &bytes)?;
-        self.publish(&tmp_dir, &tmp, key)
+        self.publish_container(&tmp_dir, &tmp, key)
     }
 
     fn create_checked(
@@ -122,7 +148,7 @@ impl Store for LocalStore {
             let _ = fs::remove_file(&tmp);
             return Err(e);
         }
-        self.publish(&tmp_dir, &tmp, key)
+        self.publish_container(&tmp_dir, &tmp, key)
     }
 
     fn settle(&self, key: &str) -> Result<(), ArchiveError> {
@@ -178,6 +204,14 @@ impl Store for LocalStore {
                 reason: "is not a directory".into(),
             })
         }
+    }
+
+    fn create_location(&self) -> Result<(), ArchiveError> {
+        fs::create_dir_all(&self.dir).map_err(ArchiveError::io("creating", &self.dir))?;
+        if let Some(parent) = self.dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            sync_dir(parent)?;
+        }
+        Ok(())
     }
 
     fn location(&self) -> String {

@@ -18,6 +18,7 @@
 //!   an error, so that it cannot pass for the end of the archive.
 
 mod expire;
+mod init;
 pub mod local;
 #[cfg(feature = "s3")]
 pub mod s3;
@@ -35,6 +36,7 @@ use crate::input::Input;
 use crate::pack::{pack_fallback, pack_records, self_check, Hash};
 
 pub use expire::{Expired, Retain};
+pub use init::{control_file_identity, data_directory_identity, Initialized};
 pub use local::LocalStore;
 #[cfg(feature = "s3")]
 pub use s3::S3Store;
@@ -203,6 +205,10 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// means an absent file.
     fn check_present(&self) -> Result<(), ArchiveError>;
 
+    /// Makes the repository's location exist (`archive init`, the only step that creates
+    /// one): a directory is created with its parents; an S3 bucket must exist already.
+    fn create_location(&self) -> Result<(), ArchiveError>;
+
     /// The repository's location, for messages.
     fn location(&self) -> String;
 }
@@ -211,15 +217,20 @@ pub trait Store: std::fmt::Debug + Send + Sync {
 #[derive(Debug)]
 pub struct Repository {
     store: Box<dyn Store>,
+    /// The identity file, once read: it never changes once written.
+    identity: std::sync::OnceLock<crate::identity::Identity>,
 }
 
 impl Repository {
     /// A repository over `store`.
     pub fn new(store: Box<dyn Store>) -> Repository {
-        Repository { store }
+        Repository {
+            store,
+            identity: std::sync::OnceLock::new(),
+        }
     }
 
-    /// A repository in the local directory `dir` (created by the first push).
+    /// A repository in the local directory `dir` (created by [`Repository::init`]).
     pub fn local(dir: impl Into<PathBuf>) -> Repository {
         Repository::new(Box::new(LocalStore::new(dir)))
     }
@@ -251,6 +262,7 @@ impl Repository {
         let read_err = |e| ArchiveError::io("reading", src)(e);
         let file = File::open(src).map_err(read_err)?;
         let len = file.metadata().map_err(read_err)?.len();
+        self.admit(name, &file, len)?;
         let len = usize::try_from(len).map_err(|_| ArchiveError::TooLarge {
             name: name.into(),
             size: len,
@@ -358,6 +370,7 @@ impl Repository {
     /// returns.
     pub fn get_with(&self, name: &str, dest: &Path, fsync: bool) -> Result<Header, ArchiveError> {
         valid_name(name)?;
+        self.identity()?;
         let Some(bytes) = self.store.read(&key_of(name))? else {
             self.store.check_present()?;
             return Err(ArchiveError::NotFound { name: name.into() });

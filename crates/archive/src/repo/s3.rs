@@ -211,6 +211,11 @@ impl Store for S3Store {
         }
     }
 
+    fn create_location(&self) -> Result<(), ArchiveError> {
+        // A prefix needs no creating; the bucket is the operator's to create.
+        self.check_present()
+    }
+
     fn location(&self) -> String {
         if self.prefix.as_ref().is_empty() {
             format!("s3://{}", self.bucket)

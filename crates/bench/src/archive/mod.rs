@@ -152,7 +152,7 @@ pub fn run(a: &Options) -> Result<Report> {
             }
         }
     }
-    let places = prepare(&tools, &cluster, root)?;
+    let places = prepare(me, &tools, &cluster, root)?;
     eprintln!(
         "bench archive: stopping the server (pgBackRest reads only its pg_control from now on)"
     );

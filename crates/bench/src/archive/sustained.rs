@@ -177,6 +177,16 @@ fn one_run(
                 ),
                 None => (String::new(), format!("--repo {}", repo.display())),
             };
+            // The repository is made the cluster's before archive_command points at it.
+            let mut init = Command::new(me);
+            init.args(["archive", "init", "--pgdata"])
+                .arg(cluster.data_dir())
+                .args(repo_args.split(' '));
+            if s3.is_some() {
+                init.env("AWS_ACCESS_KEY_ID", KEY_ID)
+                    .env("AWS_SECRET_ACCESS_KEY", SECRET);
+            }
+            run(&mut init).context("pgcompress archive init")?;
             (
                 format!(
                     "{prefix}{} archive push --async --spool {} {repo_args} %p",

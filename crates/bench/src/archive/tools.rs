@@ -65,6 +65,21 @@ pub(crate) struct Place {
 }
 
 impl Place {
+    /// `archive init` of a pgcompress repository for the cluster whose WAL it will hold
+    /// (`--pgdata DIR` or `--from-segment FILE`), as an operator sets one up; other tools
+    /// need nothing here.
+    fn init(&self, me: &Path, identity: [&std::ffi::OsStr; 2]) -> Result<()> {
+        if !matches!(self.tool, Tool::Pgcompress(_)) {
+            return Ok(());
+        }
+        let mut c = Command::new(me);
+        c.args(["archive", "init", "--repo"])
+            .arg(&self.repo)
+            .args(identity);
+        timed(c, None, &format!("{} init", self.tool.label()))?;
+        Ok(())
+    }
+
     /// The archive command for `segment`, and the file its standard output goes to.
     pub(crate) fn push(&self, me: &Path, segment: &Path) -> (Command, Option<PathBuf>) {
         let name = file_name(segment);
@@ -190,7 +205,12 @@ pub(crate) fn mkdir_for_server(dir: &Path) -> Result<()> {
 }
 
 /// Repositories for every tool, and a stanza for every pgBackRest compress type (while the server runs).
-pub(crate) fn prepare(tools: &[Tool], cluster: &Cluster, root: &Path) -> Result<Vec<Place>> {
+pub(crate) fn prepare(
+    me: &Path,
+    tools: &[Tool],
+    cluster: &Cluster,
+    root: &Path,
+) -> Result<Vec<Place>> {
     let mut places = Vec::new();
     for (i, tool) in tools.iter().enumerate() {
         let dir = root.join(format!("tool{i}"));
@@ -229,11 +249,13 @@ pub(crate) fn prepare(tools: &[Tool], cluster: &Cluster, root: &Path) -> Result<
             }
             _ => None,
         };
-        places.push(Place {
+        let place = Place {
             tool: tool.clone(),
             repo,
             conf,
-        });
+        };
+        place.init(me, ["--pgdata".as_ref(), cluster.data_dir().as_os_str()])?;
+        places.push(place);
     }
     Ok(places)
 }
@@ -285,6 +307,9 @@ pub fn stored_bytes(
             repo,
             conf: None,
         };
+        if let Some(first) = segments.first() {
+            place.init(me, ["--from-segment".as_ref(), first.as_os_str()])?;
+        }
         let mut total = 0;
         for seg in segments {
             let (cmd, to) = place.push(me, seg);

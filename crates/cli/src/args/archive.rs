@@ -24,6 +24,8 @@ repo = \"s3://pg-wal/main\"\n  \
 endpoint = \"http://127.0.0.1:9000\"   # an S3-compatible server; omit for AWS\n  \
 region = \"eu-west-1\"\n  \
 method = \"xz:1\"   # the high-ratio setting: smaller than xz -6, about 7x the push CPU of the default\n\n\
+Once per cluster, as the server's user, before archive_command points at the repository:\n  \
+pgcompress archive init --config /etc/pgcompress.toml --pgdata \"$PGDATA\"\n\n\
 postgresql.conf:\n  \
 archive_command = 'pgcompress archive push --config /etc/pgcompress.toml %p'\n  \
 restore_command = 'pgcompress archive get --config /etc/pgcompress.toml %f %p'\n\n\
@@ -33,6 +35,25 @@ content fails; get writes %p only after the hash checks out.";
 
 #[derive(Subcommand, Debug)]
 pub enum ArchiveCommand {
+    /// Make a location the repository of one cluster (once, before archive_command uses it).
+    #[command(
+        after_help = "Records in the repository which cluster it belongs to: the system identifier, the WAL \
+segment size and the major version (file `pgcompress-repository` beside the containers), as pgBackRest's \
+stanza-create does. Push and get refuse a location without it and create nothing there, so a typo in --repo \
+or a backup volume that is not mounted cannot start an archive on the wrong disk; push refuses a WAL segment \
+of another system, and get refuses to restore into a data directory of another system (restore_command \
+runs in the data directory, whose global/pg_control it reads).\n\n\
+A directory is created with its parents; an S3 bucket must exist. Running init again with the same cluster \
+changes nothing. A repository that pgcompress filled before init existed is initialized the same way: init \
+checks that the newest WAL segment in it is of this cluster, then keeps every file.\n\n\
+Examples:\n  \
+pgcompress archive init --repo /backup/wal --pgdata /var/lib/postgresql/15/main\n  \
+pgcompress archive init --repo s3://pg-wal/main --pgdata \"$PGDATA\"\n  \
+pgcompress archive init --repo /backup/wal --from-segment /backup/wal-copy/000000010000000000000001\n\n\
+Exit status: 0 initialized (or already, for this cluster); 1 the repository cannot be reached; 2 bad usage, \
+not a data directory, or the location belongs to another cluster (nothing changed)."
+    )]
+    Init(InitArgs),
     /// Archive one file (use as archive_command).
     #[command(
         after_help = "Packs the file into a self-describing container (WAL segments: valid WAL \
@@ -43,7 +64,9 @@ name that is already archived with the same content succeeds; with different con
 overwrites nothing.\n\n\
 postgresql.conf:\n  archive_mode = on\n  archive_command = 'pgcompress archive push --repo /backup/wal %p'\n  \
 (or --repo s3://pg-wal/main, or --config FILE: see `pgcompress archive --help`)\n\n\
-Exit status: 0 archived (or already archived, identical); 1 failure (nothing published); 2 bad usage."
+Exit status: 0 archived (or already archived, identical); 1 failure (nothing published); 2 bad usage, \
+the repository is not initialized (see `archive init`; nothing is created), or the file is a WAL segment of \
+another system or segment size than the repository's (nothing written)."
     )]
     Push(PushArgs),
     /// Restore one file (use as restore_command).
@@ -56,9 +79,11 @@ It is not fsynced unless --fsync is given: PostgreSQL fsyncs a restored segment 
 keeps it, and after a crash asks restore_command again (pgBackRest's archive-get does the same). \
 Use --fsync when PATH is not for PostgreSQL's recovery.\n\n\
 postgresql.conf (or recovery settings):\n  restore_command = 'pgcompress archive get --repo /backup/wal %f %p'\n\n\
-Exit status: 0 restored; 1 not in the archive (silently, as PostgreSQL expects); 200 the repository is missing, \
-unreachable or misconfigured, or the file is archived but damaged or unreadable (one line on stderr; above 125, so PostgreSQL aborts recovery instead of taking \
-it for the end of the archive); 2 bad usage."
+Exit status: 0 restored; 1 not in the archive (silently, as PostgreSQL expects); 200 anything else: \
+a repository that is missing, \
+not initialized, unreachable or misconfigured, a data directory of another system, or a file archived but \
+damaged or unreadable (one line on stderr; above 125, so PostgreSQL stops recovery with the error in its log \
+instead of taking a mistake for the end of the archive and promoting)."
     )]
     Get(GetArgs),
     /// List the archived files with their sizes and ratios.
@@ -126,6 +151,23 @@ pub struct RepoArgs {
     /// then us-east-1).
     #[arg(long, value_name = "REGION")]
     pub region: Option<String>,
+}
+
+#[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("identity").required(true).args(["pgdata", "from_segment"])))]
+pub struct InitArgs {
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    /// The data directory of the cluster whose WAL the repository will hold (its
+    /// global/pg_control and pg_wal are read).
+    #[arg(long, value_name = "DIR")]
+    pub pgdata: Option<PathBuf>,
+    /// A WAL segment of that cluster, where its data directory cannot be read.
+    #[arg(long, value_name = "SEGMENT")]
+    pub from_segment: Option<PathBuf>,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

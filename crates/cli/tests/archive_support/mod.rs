@@ -341,3 +341,28 @@ pub fn corruption_is_detected<R: Repo + ?Sized>(repo: &R, scratch: &Path, segmen
         .collect();
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
 }
+
+/// `archive init` of `repo` for the cluster in data directory `pgdata`; panics unless it
+/// exits 0. Every repository is initialized before its first push, as an operator would.
+pub fn init<R: Repo + ?Sized>(repo: &R, pgdata: &Path) {
+    init_with(repo, &["--pgdata", pgdata.to_str().expect("utf-8 path")]);
+}
+
+/// `archive init` of `repo` from the WAL segment `segment`; panics unless it exits 0.
+pub fn init_from_segment<R: Repo + ?Sized>(repo: &R, segment: &Path) {
+    init_with(
+        repo,
+        &["--from-segment", segment.to_str().expect("utf-8 path")],
+    );
+}
+
+fn init_with<R: Repo + ?Sized>(repo: &R, args: &[&str]) {
+    let mut all = vec!["init"];
+    all.extend_from_slice(args);
+    let out = archive(repo, &all);
+    assert!(
+        out.status.success(),
+        "archive init {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -47,6 +47,18 @@ impl<'a> Restored<'a> {
         Self::start_as(source, data, top, restore_command, "", Role::Standby)
     }
 
+    /// Starts the base backup in `data` for recovery with `restore_command`, which must stop
+    /// recovery: returns the server log once the server has exited, and panics if it came up.
+    pub fn refused(source: &'a Cluster, data: &Path, top: &Path, restore_command: &str) -> String {
+        match Self::try_start_as(source, data, top, restore_command, "", Role::Recovery) {
+            Ok(r) => panic!(
+                "the server came up with restore_command {restore_command:?}:\n{}",
+                r.log_text()
+            ),
+            Err((_, log)) => log,
+        }
+    }
+
     fn start_as(
         source: &'a Cluster,
         data: &Path,
@@ -55,6 +67,19 @@ impl<'a> Restored<'a> {
         extra: &str,
         role: Role,
     ) -> Restored<'a> {
+        Self::try_start_as(source, data, top, restore_command, extra, role)
+            .unwrap_or_else(|(e, log)| panic!("start restored cluster: {e}\n{log}"))
+    }
+
+    /// The server started, or why `pg_ctl start` failed and the server log.
+    fn try_start_as(
+        source: &'a Cluster,
+        data: &Path,
+        top: &Path,
+        restore_command: &str,
+        extra: &str,
+        role: Role,
+    ) -> Result<Restored<'a>, (String, String)> {
         let (name, signal, offset) = match role {
             Role::Recovery => ("restored", "recovery.signal", 1000),
             Role::Standby => ("standby", "standby.signal", 2000),
@@ -80,17 +105,17 @@ impl<'a> Restored<'a> {
             port,
             log,
         };
-        restored
-            .pg_ctl(&[
-                "-l",
-                restored.log.to_str().expect("path"),
-                "-w",
-                "-t",
-                "120",
-                "start",
-            ])
-            .unwrap_or_else(|e| panic!("start restored cluster: {e}\n{}", restored.log_text()));
-        restored
+        match restored.pg_ctl(&[
+            "-l",
+            restored.log.to_str().expect("path"),
+            "-w",
+            "-t",
+            "120",
+            "start",
+        ]) {
+            Ok(_) => Ok(restored),
+            Err(e) => Err((e.to_string(), restored.log_text())),
+        }
     }
 
     fn pg_ctl(&self, args: &[&str]) -> pgtest::Result<std::process::Output> {
