@@ -15,12 +15,16 @@ mod output;
 mod tunnel;
 mod walcmd;
 
+use clap::error::ErrorKind;
 use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     restore_sigpipe();
-    let cli = args::Cli::parse();
+    let cli = match args::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
     let result = match cli.command {
         args::Command::Wal(w) => walcmd::run(w),
         args::Command::Demo(d) => demo::run(d),
@@ -35,6 +39,27 @@ fn main() -> ExitCode {
             eprintln!("pgcompress: error: {e:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// Prints clap's message for a command line that does not parse (help and version are not
+/// errors) and exits with the status the caller reads right: 2, but for `archive get`, whose
+/// caller is PostgreSQL's restore_command, [`archive::GET_FAILED`]. PostgreSQL takes any
+/// status up to 125 as "not in the archive" and would end recovery early on a typo.
+fn usage_error(e: &clap::Error) -> ExitCode {
+    let _ = e.print();
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        return ExitCode::SUCCESS;
+    }
+    let words: Vec<String> = std::env::args_os()
+        .skip(1)
+        .filter_map(|a| a.into_string().ok())
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    if words.first().is_some_and(|w| w == "archive") && words.iter().any(|w| w == "get") {
+        ExitCode::from(archive::GET_FAILED)
+    } else {
+        ExitCode::from(2)
     }
 }
 

@@ -98,7 +98,7 @@ fn recovery_reaches_the_same_data<R: Repo>(repo: &R, top: &Path) {
     let archived = list_json(repo)["files"].as_array().map_or(0, Vec::len);
     assert!(archived >= 3, "only {archived} files archived");
 
-    // Copies of the base backup for the standby and the mistake below, before the recovery
+    // Copies of the base backup for the standby and the mistakes below, before the recovery
     // settings go in.
     let copy_backup = |name: &str| {
         let to = top.join(name);
@@ -108,6 +108,7 @@ fn recovery_reaches_the_same_data<R: Repo>(repo: &R, top: &Path) {
         to
     };
     let standby_data = copy_backup("standby");
+    let typo_data = copy_backup("typo");
     let unmounted_data = copy_backup("unmounted");
 
     // The second cluster: the base backup, restore_command = get, a named target.
@@ -141,19 +142,23 @@ fn recovery_reaches_the_same_data<R: Repo>(repo: &R, top: &Path) {
     assert_eq!(standby.query("SELECT pg_is_in_recovery()"), "t");
     drop(standby);
     every_archived_file_comes_back_identical(repo, &copies, top);
-    mistakes_in_restore_command_stop_recovery(&cluster, repo, top, &unmounted_data);
+    mistakes_in_restore_command_stop_recovery(&cluster, repo, top, &typo_data, &unmounted_data);
 }
 
-/// A repository that is not there (a volume not mounted) stops recovery with the error in the server log: the server does not come up,
+/// A misspelt flag in restore_command, or a repository that is not there (a volume not
+/// mounted), stops recovery with the error in the server log: the server does not come up,
 /// promote or start a new timeline without the archived WAL.
 fn mistakes_in_restore_command_stop_recovery<R: Repo>(
     cluster: &Cluster,
     repo: &R,
     top: &Path,
+    typo_data: &Path,
     unmounted_data: &Path,
 ) {
+    let typo = repo.command_line("get", "--fsnyc %f %p");
     let missing = repo.missing().command_line("get", "%f %p");
     for (data, command, said) in [
+        (typo_data, typo.as_str(), "unexpected argument '--fsnyc'"),
         // The location is named: `no-such-repo` or `no-such-bucket`.
         (unmounted_data, missing.as_str(), "no-such-"),
     ] {

@@ -185,13 +185,78 @@ fn every_kind_of_file_round_trips() {
     corruption_is_detected(&corrupt, scratch, segment);
 }
 
-/// Usage errors exit 2; PGCOMPRESS_REPO and a config file stand in for --repo.
+/// Usage errors exit 2, but get's exit 200 (PostgreSQL ends recovery on 1 to 125);
+/// PGCOMPRESS_REPO and a config file stand in for --repo.
 fn settings_and_usage(scratch: &Path, repo: &Path) {
+    let repo_arg = repo.to_str().expect("utf-8");
+    let dest = scratch.join("usage-dest");
+    let dest_arg = dest.to_str().expect("utf-8");
+    for args in [
+        vec!["archive", "get", "onlyone"],
+        vec![
+            "archive",
+            "get",
+            "--repo",
+            repo_arg,
+            "--fsnyc",
+            "00000002.history",
+            dest_arg,
+        ],
+        vec![
+            "archive",
+            "get",
+            "--repo",
+            repo_arg,
+            "--prefetch",
+            "4",
+            "00000002.history",
+            dest_arg,
+        ],
+        vec![
+            "archive",
+            "get",
+            "--repo",
+            repo_arg,
+            "--prefetch",
+            "0",
+            "--spool",
+            "/tmp",
+            "x",
+            dest_arg,
+        ],
+        vec![
+            "archive",
+            "--repo",
+            repo_arg,
+            "get",
+            "00000002.history",
+            dest_arg,
+        ],
+    ] {
+        let out = std::process::Command::new(archive_support::bin())
+            .args(&args)
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(200), "{args:?}: {out:?}");
+        assert!(!out.stderr.is_empty(), "{args:?}: nothing said");
+        assert!(!dest.exists());
+    }
+    for args in [
+        vec!["archive", "push", "--repo", repo_arg, "--fsync", dest_arg],
+        vec!["archive", "push"],
+        vec!["archive", "list", "--repo", repo_arg, "extra"],
+    ] {
+        let out = std::process::Command::new(archive_support::bin())
+            .args(&args)
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+    }
     let out = std::process::Command::new(archive_support::bin())
-        .args(["archive", "get", "onlyone"])
+        .args(["archive", "get", "--help"])
         .output()
         .expect("run");
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
     let out = std::process::Command::new(archive_support::bin())
         .args(["archive", "list"])
         .env_remove("PGCOMPRESS_REPO")

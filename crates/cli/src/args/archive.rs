@@ -80,7 +80,7 @@ keeps it, and after a crash asks restore_command again (pgBackRest's archive-get
 Use --fsync when PATH is not for PostgreSQL's recovery.\n\n\
 postgresql.conf (or recovery settings):\n  restore_command = 'pgcompress archive get --repo /backup/wal %f %p'\n\n\
 Exit status: 0 restored; 1 not in the archive (silently, as PostgreSQL expects); 200 anything else: \
-a repository that is missing, \
+a command line that does not parse (a misspelt flag, a missing argument), a repository that is missing, \
 not initialized, unreachable or misconfigured, a data directory of another system, or a file archived but \
 damaged or unreadable (one line on stderr; above 125, so PostgreSQL stops recovery with the error in its log \
 instead of taking a mistake for the end of the archive and promoting)."
