@@ -70,6 +70,7 @@ fn refused(o: &Output, out: &Path, before: &(Vec<u8>, Vec<u8>)) -> String {
     assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
     assert!(stderr.starts_with("pgcompress: error: "), "{stderr}");
     assert!(&snapshot(out) == before, "the file or its state changed");
+    eprint!("refused as expected: {stderr}");
     stderr
 }
 
@@ -168,7 +169,10 @@ fn a_slot_dropped_and_recreated_is_refused_untouched() {
         .expect("rows 101-200");
     let before = snapshot(&out);
     let line = refused(&run(&c, &out, &[]), &out, &before);
-    assert!(line.contains("slot s") && line.contains("--start-over"), "{line}");
+    assert!(
+        line.contains("slot s") && line.contains("--start-over"),
+        "{line}"
+    );
     assert_eq!(confirmed(&c), "none", "the slot was not created again");
 
     c.psql("SELECT pg_create_logical_replication_slot('s', 'pgoutput');")
@@ -267,4 +271,51 @@ fn a_restart_after_idle_confirmations_continues_exactly() {
         .expect("rows");
     ok(&c, &run(&c, &out, &[]));
     assert_eq!(ids(&out), (1..=20).collect::<Vec<_>>());
+}
+
+/// A state of version 1 (offset and LSNs only, as pgcompress wrote before) does not say which
+/// stream its file continues: refused, untouched; moved aside, the slot goes on into a new
+/// file and nothing is lost. A --start past what the file holds is refused as well.
+#[test]
+fn a_state_without_its_stream_and_a_start_past_the_file_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out.jsonl");
+    let c = cluster(None);
+    c.psql(SCHEMA).expect("schema");
+    c.psql("SELECT pg_create_logical_replication_slot('s', 'pgoutput');")
+        .expect("slot");
+    c.psql("INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 10) g;")
+        .expect("rows");
+    ok(&c, &run(&c, &out, &[]));
+
+    let before = snapshot(&out);
+    let line = refused(&run(&c, &out, &["--start", "FF/0"]), &out, &before);
+    assert!(line.contains("--start FF/0"), "{line}");
+
+    let state = String::from_utf8_lossy(&before.1).into_owned();
+    let v1: String = std::iter::once("pgcompress-logical-state 1\n".to_owned())
+        .chain(
+            state
+                .lines()
+                .filter(|l| {
+                    ["offset ", "lsn ", "end_lsn "]
+                        .iter()
+                        .any(|k| l.starts_with(k))
+                })
+                .map(|l| format!("{l}\n")),
+        )
+        .collect();
+    std::fs::write(state_of(&out), &v1).expect("write a version 1 state");
+    let before = snapshot(&out);
+    let line = refused(&run(&c, &out, &[]), &out, &before);
+    assert!(line.contains("older pgcompress"), "{line}");
+
+    let aside = dir.path().join("old.jsonl");
+    std::fs::rename(&out, &aside).expect("move aside");
+    std::fs::rename(state_of(&out), state_of(&aside)).expect("move state aside");
+    c.psql("INSERT INTO t SELECT g, 'v' || g FROM generate_series(11, 20) g;")
+        .expect("rows");
+    ok(&c, &run(&c, &out, &[]));
+    assert_eq!(ids(&aside), (1..=10).collect::<Vec<_>>());
+    assert_eq!(ids(&out), (11..=20).collect::<Vec<_>>());
 }

@@ -239,8 +239,13 @@ impl Recv {
         Ok(())
     }
 
+    /// Sends a status update; a flush LSN past what the state file allows is recorded there
+    /// first, so the slot is never confirmed past the state (issue 46).
     pub(super) fn send_status(&mut self, reply: bool) -> Result<(), RecvError> {
         let flushed = self.flush_lsn();
+        self.sink
+            .record_confirmed(flushed)
+            .map_err(RecvError::output("recording the position to confirm"))?;
         self.conn
             .send_status(&StandbyStatus {
                 written: self.received.max(flushed),
