@@ -85,11 +85,15 @@ impl std::fmt::Debug for Recv {
 }
 
 impl Recv {
-    /// Connects, creates the slot if asked, starts replication with the protocol version asked
-    /// for or else the highest the server speaks (`streaming` from version 2, `messages` on),
-    /// and only then opens the output (cutting a torn tail) and the spill store (removing
-    /// leftover spill files): a slot streams to one session at a time, so a second run started
-    /// on the same slot by mistake fails before it could touch the first one's files.
+    /// Connects, refuses an output file that does not continue this run's stream (another
+    /// cluster, timeline, database, slot, publications or format; a slot gone, or confirmed
+    /// past what the file holds; a version 1 state) unless `start_over`, creates the slot if
+    /// asked, starts replication with the protocol version asked for or else the highest the
+    /// server speaks (`streaming` from version 2, `messages` on), and only then opens the
+    /// output (cutting a torn tail, or emptying it for `start_over`) and the spill store
+    /// (removing leftover spill files): a slot streams to one session at a time, so a second
+    /// run started on the same slot by mistake fails before it could touch the first one's
+    /// files.
     pub fn start(config: &ConnConfig, opts: RecvOptions) -> Result<Recv, RecvError> {
         let mut conn =
             Connection::connect(config).map_err(RecvError::conn("connecting for replication"))?;

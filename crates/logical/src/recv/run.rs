@@ -220,8 +220,14 @@ impl Recv {
     }
 
     fn flush_lsn(&self) -> Lsn {
+        // What the state records as confirmed (by this run or the one before) stays
+        // confirmable: a restart does not move the slot's confirmed_flush_lsn back.
         confirmable(
-            self.sink.durable().end_lsn.max(self.skipped_end),
+            self.sink
+                .durable()
+                .end_lsn
+                .max(self.skipped_end)
+                .max(self.sink.confirmed()),
             self.keepalive_end,
             self.sink.has_pending(),
             self.open.quiet(),
