@@ -41,6 +41,7 @@ fn options(args: &RecvArgs, progress: bool) -> RecvOptions {
     o.create_slot = args.create_slot;
     o.if_not_exists = args.if_not_exists;
     o.start = args.start;
+    o.start_over = args.start_over;
     o.spill_dir = args.spill_dir.clone();
     o.spill_compression = args.spill_compression;
     o.work_mem = args.work_mem;
@@ -60,6 +61,9 @@ fn recv(args: RecvArgs) -> Result<ExitCode> {
         let stop = Arc::clone(&stop);
         ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst))
             .context("installing the SIGINT/SIGTERM handler")?;
+    }
+    if args.start_over && args.output == "-" {
+        anyhow::bail!("--start-over empties an output file: it needs -o FILE");
     }
     let config = ConnConfig::parse(&args.dbname, &Env::from_process())?;
     // Bound before connecting: an address in use fails before the slot is touched.

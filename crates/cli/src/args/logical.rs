@@ -34,6 +34,14 @@ Exactly once (-o FILE): each transaction is appended and fsynced (or every --fsy
 FILE.state records the durable offset and last commit LSN; only then is the LSN confirmed to the server. \
 After a crash, a restart with the same -o cuts any torn tail and skips transactions already written. \
 SIGINT/SIGTERM make it finish durably and exit 0. With -o - nothing is kept across restarts.\n\n\
+One stream per file (-o FILE): FILE.state also records the stream the file continues (system identifier \
+and timeline of the cluster, database, slot, publications, --begin-commit) and, before each status update \
+is sent, the position it confirms. A run whose stream differs, whose slot no longer exists, whose slot's \
+confirmed_flush_lsn is past that position (re-created or advanced by someone else: changes would be \
+missing), or whose --start is past it, is refused before anything is touched: exit 2, FILE and its state \
+unchanged. --start-over empties FILE and begins again. Not detected: a copy of the cluster's data \
+directory (same system identifier and timeline), and publications changed under the same names. A state \
+written by an older pgcompress (no stream recorded) is refused too: move the file aside or --start-over.\n\n\
 Exit status: 0 done (signal, --stop-at-lsn, --idle-exit, or the server ended the stream); 2 error.";
 
 #[derive(Subcommand, Debug)]
@@ -67,9 +75,15 @@ pub struct RecvArgs {
     /// With --create-slot: an existing slot of that name is fine.
     #[arg(long, requires = "create_slot")]
     pub if_not_exists: bool,
-    /// Start position (the server starts at the later of this and the slot's confirmed LSN).
+    /// Start position (the server starts at the later of this and the slot's confirmed LSN);
+    /// refused when past what an existing -o FILE holds.
     #[arg(long, value_name = "LSN", value_parser = parse_lsn)]
     pub start: Option<logical::Lsn>,
+    /// Empty -o FILE and FILE.state and begin again from the slot's confirmed position,
+    /// whatever stream they held: the one way to reuse a file that is refused as another
+    /// stream's, or whose slot was re-created or moved on.
+    #[arg(long)]
+    pub start_over: bool,
     /// Directory for spill files of large in-progress transactions [default: beside -o, or the
     /// system temp directory].
     #[arg(long, value_name = "DIR")]

@@ -29,7 +29,7 @@ pub use config::{
 pub use error::ConnError;
 pub use replication::{
     proto_version_for, quote_ident, quote_literal, CopyEvent, IdentifySystem, SlotCreated,
-    StartOptions,
+    SlotInfo, StartOptions,
 };
 
 /// Tag of CopyBothResponse, which `postgres-protocol` does not parse.

@@ -32,6 +32,18 @@ pub struct SlotCreated {
     pub consistent_point: Lsn,
 }
 
+/// A replication slot as `pg_replication_slots` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotInfo {
+    /// `confirmed_flush_lsn`: where the slot's consumer has confirmed it up to (`None` for a
+    /// physical slot).
+    pub confirmed_flush: Option<Lsn>,
+    /// The output plugin (`None` for a physical slot).
+    pub plugin: Option<String>,
+    /// The database of a logical slot.
+    pub database: Option<String>,
+}
+
 /// What to ask START_REPLICATION for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StartOptions {
@@ -120,6 +132,34 @@ impl Connection {
             slot: row[0].clone().unwrap_or_default(),
             consistent_point: lsn_cell(&row[1], "CREATE_REPLICATION_SLOT")?,
         })
+    }
+
+    /// Slot `slot` from `pg_replication_slots` (a replication connection to a database takes
+    /// SQL), or `None` when there is no such slot.
+    pub fn slot_info(&mut self, slot: &str) -> Result<Option<SlotInfo>, ConnError> {
+        let sql = format!(
+            "SELECT confirmed_flush_lsn, plugin, database FROM pg_catalog.pg_replication_slots \
+             WHERE slot_name = {}",
+            quote_literal(slot)
+        );
+        let rows = self.simple_query(&sql)?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        if row.len() < 3 {
+            return Err(ConnError::Protocol(
+                "pg_replication_slots: no row of 3 columns".into(),
+            ));
+        }
+        let confirmed_flush = match &row[0] {
+            None => None,
+            v => Some(lsn_cell(v, "pg_replication_slots.confirmed_flush_lsn")?),
+        };
+        Ok(Some(SlotInfo {
+            confirmed_flush,
+            plugin: row[1].clone(),
+            database: row[2].clone(),
+        }))
     }
 
     /// START_REPLICATION SLOT … LOGICAL …; on success the connection is in CopyBoth mode.

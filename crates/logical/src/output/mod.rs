@@ -3,6 +3,7 @@
 
 mod json;
 mod sink;
+pub mod state;
 mod time;
 pub mod types;
 
@@ -10,7 +11,8 @@ use std::io;
 use std::path::PathBuf;
 
 pub use json::{push_str, JsonLines, TxnInfo};
-pub use sink::{state_path, Position, Sink};
+pub use sink::{read_state, state_path, Position, Sink};
+pub use state::{State, StreamId};
 pub use time::format_timestamp;
 
 /// Why output could not be produced or kept.

@@ -1,22 +1,21 @@
 //! The durable output: JSON lines appended to a file, fsynced per transaction (or batch), with
-//! a state file beside it (`FILE.state`) that records, after each fsync, the byte offset up to
-//! which the output is whole and the last commit LSN written there. The state is replaced
-//! atomically (write a temporary file, fsync, rename, fsync the directory), so after a crash
-//! it names a point the output file is known to reach: [`Sink::open`] cuts the torn tail after
-//! it, and the caller skips every transaction whose commit LSN is not above
-//! [`Sink::last_lsn`]. Standard output has no state and no recovery.
+//! a state file beside it (`FILE.state`, see [`super::state`]) that records, after each fsync,
+//! the byte offset up to which the output is whole and the last commit LSN written there, and
+//! before each status update the flush LSN about to be confirmed, together with the stream
+//! the file continues. The state is replaced atomically (write a temporary file, fsync,
+//! rename, fsync the directory), so after a crash it names a point the output file is known to
+//! reach: [`Sink::open`] cuts the torn tail after it, and the caller skips every transaction
+//! whose commit LSN is not above [`Sink::last_lsn`]. Standard output has no state and no
+//! recovery.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Seek, Stdout, Write};
 use std::path::{Path, PathBuf};
 
+use super::state::{self, State, StreamId, STATE_MAX};
 use super::OutputError;
 use crate::Lsn;
 
-/// First line of a state file.
-const STATE_MAGIC: &str = "pgcompress-logical-state 1";
-/// Largest state file read back (it holds three short lines).
-const STATE_MAX: u64 = 4096;
 /// Output buffered before it goes to the file.
 const BUFFER: usize = 1 << 20;
 
@@ -45,6 +44,10 @@ pub struct Sink {
     durable: Position,
     txn_start: u64,
     recovered_tail: u64,
+    /// The stream a file continues (`None` for standard output).
+    stream: Option<StreamId>,
+    /// Highest flush LSN recorded in the state as confirmable.
+    confirmed: Lsn,
 }
 
 /// `FILE.state` for output `FILE`.
@@ -76,53 +79,35 @@ fn sync_dir(path: &Path) -> Result<(), OutputError> {
         .map_err(io_err(&dir, "fsync directory"))
 }
 
-fn parse_state(path: &Path, text: &str) -> Result<Position, OutputError> {
-    let bad = |reason: &str| OutputError::BadState {
-        path: path.to_owned(),
-        reason: reason.to_owned(),
-    };
-    let mut lines = text.lines();
-    if lines.next() != Some(STATE_MAGIC) {
-        return Err(bad("first line is not the state header"));
-    }
-    let mut pos = Position::default();
-    let (mut offset, mut lsn, mut end) = (false, false, false);
-    for line in lines {
-        let (k, v) = line
-            .split_once(' ')
-            .ok_or_else(|| bad("a line without a value"))?;
-        match k {
-            "offset" => {
-                pos.offset = v.parse().map_err(|_| bad("offset is not a number"))?;
-                offset = true;
-            }
-            "lsn" => {
-                pos.lsn = Lsn::parse(v).ok_or_else(|| bad("lsn is not an LSN"))?;
-                lsn = true;
-            }
-            "end_lsn" => {
-                pos.end_lsn = Lsn::parse(v).ok_or_else(|| bad("end_lsn is not an LSN"))?;
-                end = true;
-            }
-            _ => return Err(bad("unknown key")),
+/// Reads the state of output `path` (`FILE.state`) without touching anything: `None` when
+/// there is none.
+pub fn read_state(path: &Path) -> Result<Option<State>, OutputError> {
+    let state = state_path(path);
+    match fs::metadata(&state) {
+        Ok(m) if m.len() > STATE_MAX => Err(OutputError::BadState {
+            path: state,
+            reason: format!("{} bytes, more than a state file holds", m.len()),
+        }),
+        Ok(_) => {
+            let text = fs::read_to_string(&state).map_err(io_err(&state, "read"))?;
+            state::parse(&state, &text).map(Some)
         }
-    }
-    if offset && lsn && end {
-        Ok(pos)
-    } else {
-        Err(bad("offset, lsn or end_lsn missing"))
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err(&state, "stat")(e)),
     }
 }
 
-fn write_state(path: &Path, pos: Position) -> Result<(), OutputError> {
+fn write_state(
+    path: &Path,
+    pos: Position,
+    confirmed: Lsn,
+    stream: &StreamId,
+) -> Result<(), OutputError> {
     let state = state_path(path);
     let mut tmp = state.clone().into_os_string();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
-    let text = format!(
-        "{STATE_MAGIC}\noffset {}\nlsn {}\nend_lsn {}\n",
-        pos.offset, pos.lsn, pos.end_lsn
-    );
+    let text = state::render(pos, confirmed, stream);
     let mut f = File::create(&tmp).map_err(io_err(&tmp, "create"))?;
     f.write_all(text.as_bytes())
         .map_err(io_err(&tmp, "write"))?;
@@ -132,39 +117,45 @@ fn write_state(path: &Path, pos: Position) -> Result<(), OutputError> {
 }
 
 impl Sink {
-    /// Opens output file `path` for appending after a recovery: with a state file, the file is
-    /// cut back to the recorded offset (a torn tail from a crash); without one, the file must
-    /// be absent or empty (it is not output of this tool) and a state is written first.
-    pub fn open(path: &Path) -> Result<Self, OutputError> {
-        let state = state_path(path);
-        let durable = match fs::metadata(&state) {
-            Ok(m) if m.len() > STATE_MAX => {
-                return Err(OutputError::BadState {
-                    path: state,
-                    reason: format!("{} bytes, more than a state file holds", m.len()),
-                })
+    /// Opens output file `path` of stream `stream` for appending after a recovery: with a
+    /// state file, the file is cut back to the recorded offset (a torn tail from a crash);
+    /// without one, the file must be absent or empty (it is not output of this tool) and a
+    /// state is written first, saying the file begins at `begin_at` (the slot's confirmed
+    /// position). `start_over` empties the file and its state and begins again.
+    ///
+    /// Whether the file may be continued from `stream` is the caller's decision, made before
+    /// (see [`read_state`]); a state of another stream is refused here all the same.
+    pub fn open(
+        path: &Path,
+        stream: &StreamId,
+        begin_at: Lsn,
+        start_over: bool,
+    ) -> Result<Self, OutputError> {
+        let found = if start_over { None } else { read_state(path)? };
+        let (durable, confirmed) = match found {
+            Some(st) => {
+                if st.stream.as_ref() != Some(stream) {
+                    return Err(OutputError::BadState {
+                        path: state_path(path),
+                        reason: "written from another stream".into(),
+                    });
+                }
+                (st.position, st.confirmed)
             }
-            Ok(_) => {
-                let text = fs::read_to_string(&state).map_err(io_err(&state, "read"))?;
-                Some(parse_state(&state, &text)?)
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(io_err(&state, "stat")(e)),
-        };
-        let durable = match durable {
-            Some(p) => p,
             None => {
                 match fs::metadata(path) {
-                    Ok(m) if m.len() > 0 => {
+                    Ok(m) if m.len() > 0 && !start_over => {
                         return Err(OutputError::NotOurs {
                             path: path.to_owned(),
                         })
                     }
                     _ => {}
                 }
+                // The state first: should the run stop before the file is emptied, the next
+                // one cuts it back to the state's offset 0 as a torn tail.
                 let p = Position::default();
-                write_state(path, p)?;
-                p
+                write_state(path, p, begin_at, stream)?;
+                (p, begin_at)
             }
         };
         let file = OpenOptions::new()
@@ -173,6 +164,9 @@ impl Sink {
             .write(true)
             .open(path)
             .map_err(io_err(path, "open"))?;
+        if start_over {
+            file.set_len(0).map_err(io_err(path, "truncate"))?;
+        }
         let len = file.metadata().map_err(io_err(path, "stat"))?.len();
         if len < durable.offset {
             return Err(OutputError::Shrunk {
@@ -198,6 +192,8 @@ impl Sink {
             durable,
             txn_start: durable.offset,
             recovered_tail,
+            stream: Some(stream.clone()),
+            confirmed: confirmed.max(durable.end_lsn),
         })
     }
 
@@ -210,6 +206,8 @@ impl Sink {
             durable: Position::default(),
             txn_start: 0,
             recovered_tail: 0,
+            stream: None,
+            confirmed: Lsn::INVALID,
         }
     }
 
@@ -227,6 +225,27 @@ impl Sink {
     /// What is durable.
     pub fn durable(&self) -> Position {
         self.durable
+    }
+
+    /// The highest flush LSN the state records as confirmable: never below the end of what
+    /// is durable.
+    pub fn confirmed(&self) -> Lsn {
+        self.confirmed
+    }
+
+    /// Records in the state that `lsn` is about to be confirmed to the server, if it is past
+    /// what the state already allows; the caller sends it only once this returned. On a later
+    /// start, the slot's `confirmed_flush_lsn` is then never past the state unless someone
+    /// else moved the slot. Standard output records nothing.
+    pub fn record_confirmed(&mut self, lsn: Lsn) -> Result<(), OutputError> {
+        if lsn <= self.confirmed {
+            return Ok(());
+        }
+        if let (Some(path), Some(stream)) = (&self.path, &self.stream) {
+            write_state(path, self.durable, lsn, stream)?;
+        }
+        self.confirmed = lsn;
+        Ok(())
     }
 
     /// True when output was written since the last [`Sink::sync`].
@@ -285,7 +304,9 @@ impl Sink {
             (Target::File(f), Some(path)) => {
                 f.flush().map_err(io_err(path, "write"))?;
                 f.get_ref().sync_data().map_err(io_err(path, "fsync"))?;
-                write_state(path, self.written)?;
+                if let Some(stream) = &self.stream {
+                    write_state(path, self.written, self.confirmed, stream)?;
+                }
             }
             (Target::Stdout(s), _) => {
                 s.flush().map_err(|source| OutputError::Io {
@@ -297,6 +318,7 @@ impl Sink {
             (Target::File(_), None) => {}
         }
         self.durable = self.written;
+        self.confirmed = self.confirmed.max(self.durable.end_lsn);
         Ok(self.durable)
     }
 }
@@ -305,11 +327,50 @@ impl Sink {
 mod tests {
     use super::*;
 
+    fn stream() -> StreamId {
+        StreamId::new("7312", 1, "app", "s1", vec!["p".into()], false)
+    }
+
+    fn open(out: &Path) -> Result<Sink, OutputError> {
+        Sink::open(out, &stream(), Lsn(3), false)
+    }
+
+    #[test]
+    fn the_confirmed_position_is_recorded_before_it_is_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.jsonl");
+        let mut s = open(&out).unwrap();
+        assert_eq!(s.confirmed(), Lsn(3));
+        s.write(b"one\n").unwrap();
+        s.end_txn(Lsn(10), Lsn(11));
+        s.sync().unwrap();
+        assert_eq!(s.confirmed(), Lsn(11));
+        s.record_confirmed(Lsn(40)).unwrap();
+        // Pending output does not reach the state with the confirmed position.
+        s.write(b"two\n").unwrap();
+        s.end_txn(Lsn(50), Lsn(51));
+        s.record_confirmed(Lsn(45)).unwrap();
+        drop(s);
+        let st = read_state(&out).unwrap().unwrap();
+        assert_eq!((st.confirmed, st.position.offset), (Lsn(45), 4));
+        assert_eq!(st.stream, Some(stream()));
+        // A new file of another stream is refused; starting over empties it.
+        let other = StreamId::new("9999", 1, "app", "s1", vec!["p".into()], false);
+        assert!(matches!(
+            Sink::open(&out, &other, Lsn(1), false),
+            Err(OutputError::BadState { .. })
+        ));
+        let s = Sink::open(&out, &other, Lsn(7), true).unwrap();
+        assert_eq!((s.recovered_tail(), s.confirmed()), (0, Lsn(7)));
+        assert_eq!(fs::read(&out).unwrap(), b"");
+        assert_eq!(read_state(&out).unwrap().unwrap().stream, Some(other));
+    }
+
     #[test]
     fn torn_tail_is_cut_and_state_survives() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out.jsonl");
-        let mut s = Sink::open(&out).unwrap();
+        let mut s = open(&out).unwrap();
         s.write(b"one\n").unwrap();
         s.end_txn(Lsn(10), Lsn(11));
         s.sync().unwrap();
@@ -321,7 +382,7 @@ mod tests {
         }
         drop(s);
         assert_eq!(fs::read(&out).unwrap(), b"one\ntwo-torn");
-        let s = Sink::open(&out).unwrap();
+        let s = open(&out).unwrap();
         assert_eq!(s.recovered_tail(), 8);
         assert_eq!(s.last_lsn(), Lsn(10));
         assert_eq!(s.durable().end_lsn, Lsn(11));
@@ -332,7 +393,7 @@ mod tests {
     fn a_failed_transaction_leaves_no_bytes() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out.jsonl");
-        let mut s = Sink::open(&out).unwrap();
+        let mut s = open(&out).unwrap();
         s.write(b"ok\n").unwrap();
         s.end_txn(Lsn(5), Lsn(6));
         s.write(&vec![b'x'; 3 << 20]).unwrap();
@@ -349,16 +410,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("o");
         fs::write(&out, b"not ours").unwrap();
-        assert!(matches!(Sink::open(&out), Err(OutputError::NotOurs { .. })));
+        assert!(matches!(open(&out), Err(OutputError::NotOurs { .. })));
         fs::remove_file(&out).unwrap();
-        let mut s = Sink::open(&out).unwrap();
+        let mut s = open(&out).unwrap();
         s.write(b"abc\n").unwrap();
         s.end_txn(Lsn(1), Lsn(2));
         s.sync().unwrap();
         drop(s);
         fs::write(&out, b"ab").unwrap();
         assert!(matches!(
-            Sink::open(&out),
+            open(&out),
             Err(OutputError::Shrunk {
                 len: 2,
                 offset: 4,
@@ -366,9 +427,6 @@ mod tests {
             })
         ));
         fs::write(state_path(&out), "garbage").unwrap();
-        assert!(matches!(
-            Sink::open(&out),
-            Err(OutputError::BadState { .. })
-        ));
+        assert!(matches!(open(&out), Err(OutputError::BadState { .. })));
     }
 }

@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 use crate::conn::ConnError;
-use crate::output::OutputError;
-use crate::{AssembleError, DecodeError};
+use crate::output::{OutputError, StreamId};
+use crate::{AssembleError, DecodeError, Lsn};
 
 /// Why [`crate::recv::Recv`] could not start or stopped.
 ///
@@ -63,6 +63,81 @@ pub enum RecvError {
         server_major: u32,
         /// The highest version the server speaks.
         highest: u32,
+    },
+    /// The output file continues another stream than this run's: another cluster, timeline,
+    /// database, slot, set of publications or format.
+    #[error(
+        "{} was written from {file}; this run reads {here}: use another -o file, or \
+         --start-over to empty it and begin again",
+        path.display()
+    )]
+    OtherStream {
+        /// The output file.
+        path: PathBuf,
+        /// The stream its state records.
+        file: Box<StreamId>,
+        /// The stream of this run.
+        here: Box<StreamId>,
+    },
+    /// The slot the output file continues does not exist (dropped): what was committed since
+    /// the file's position is in no slot.
+    #[error(
+        "{} continues slot {slot} up to {holds}, but no slot {slot} exists: it was dropped, and \
+         changes committed since are in no slot; use another -o file, or --start-over to empty \
+         it and begin again (--create-slot creates the slot)",
+        path.display()
+    )]
+    SlotGone {
+        /// The output file.
+        path: PathBuf,
+        /// The slot.
+        slot: String,
+        /// The highest position the file's consumer confirmed.
+        holds: Lsn,
+    },
+    /// The slot was confirmed past what the output file holds: dropped and re-created, or
+    /// advanced by another consumer; the changes in between would be missing.
+    #[error(
+        "slot {slot} has confirmed_flush_lsn {confirmed}, past {holds} where {} stops: the slot \
+         was re-created or advanced by someone else and the changes between are missing; use \
+         another -o file, or --start-over to empty it and begin again",
+        path.display()
+    )]
+    SlotAhead {
+        /// The output file.
+        path: PathBuf,
+        /// The slot.
+        slot: String,
+        /// The highest position the file's consumer confirmed.
+        holds: Lsn,
+        /// The slot's `confirmed_flush_lsn`.
+        confirmed: Lsn,
+    },
+    /// `--start` asks for a position past what the output file holds: what lies between would
+    /// be missing.
+    #[error(
+        "--start {start} is past {holds} where {} stops: the changes between would be missing; \
+         leave --start out, or use another -o file, or --start-over to empty it and begin again",
+        path.display()
+    )]
+    StartPastFile {
+        /// The output file.
+        path: PathBuf,
+        /// The position asked for.
+        start: Lsn,
+        /// The highest position the file's consumer confirmed.
+        holds: Lsn,
+    },
+    /// The output's state was written by a version that did not record the stream.
+    #[error(
+        "{p}.state was written by an older pgcompress and does not say which stream {p} \
+         continues: move {p} and its state aside and run again (the slot goes on from its \
+         confirmed position into a new file), or --start-over to empty it and begin again",
+        p = path.display()
+    )]
+    UnboundState {
+        /// The output file.
+        path: PathBuf,
     },
     /// The spill directory could not be created.
     #[error("creating spill directory {}", path.display())]

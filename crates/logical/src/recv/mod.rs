@@ -21,6 +21,7 @@
 //! println!("{} transactions", summary.transactions);
 //! ```
 
+mod bind;
 mod error;
 mod metrics;
 mod open;
@@ -37,7 +38,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::conn::{proto_version_for, ConnConfig, Connection, StartOptions};
-use crate::output::{JsonLines, Sink};
+use crate::output::{read_state, JsonLines, Sink, StreamId};
 use crate::{Assembler, AssemblerConfig, Decoder, Lsn, Options, Streaming};
 use open::OpenTxns;
 
@@ -84,11 +85,15 @@ impl std::fmt::Debug for Recv {
 }
 
 impl Recv {
-    /// Connects, creates the slot if asked, starts replication with the protocol version asked
-    /// for or else the highest the server speaks (`streaming` from version 2, `messages` on),
-    /// and only then opens the output (cutting a torn tail) and the spill store (removing
-    /// leftover spill files): a slot streams to one session at a time, so a second run started
-    /// on the same slot by mistake fails before it could touch the first one's files.
+    /// Connects, refuses an output file that does not continue this run's stream (another
+    /// cluster, timeline, database, slot, publications or format; a slot gone, or confirmed
+    /// past what the file holds; a version 1 state) unless `start_over`, creates the slot if
+    /// asked, starts replication with the protocol version asked for or else the highest the
+    /// server speaks (`streaming` from version 2, `messages` on), and only then opens the
+    /// output (cutting a torn tail, or emptying it for `start_over`) and the spill store
+    /// (removing leftover spill files): a slot streams to one session at a time, so a second
+    /// run started on the same slot by mistake fails before it could touch the first one's
+    /// files.
     pub fn start(config: &ConnConfig, opts: RecvOptions) -> Result<Recv, RecvError> {
         let mut conn =
             Connection::connect(config).map_err(RecvError::conn("connecting for replication"))?;
@@ -106,17 +111,53 @@ impl Recv {
             }
         };
         let streaming = proto >= 2;
-        conn.identify_system()
+        let ident = conn
+            .identify_system()
             .map_err(RecvError::conn("IDENTIFY_SYSTEM"))?;
+        let stream = StreamId::new(
+            ident.system_id,
+            ident.timeline,
+            ident.dbname.unwrap_or_default(),
+            opts.slot.clone(),
+            opts.publications.clone(),
+            opts.begin_commit,
+        );
+        // Before the slot is created or anything is touched: does the output continue this
+        // stream, from where the slot stands?
+        let slot_query = |conn: &mut Connection| {
+            conn.slot_info(&opts.slot)
+                .map_err(RecvError::conn(format!("looking up slot {}", opts.slot)))
+        };
+        let slot = slot_query(&mut conn)?;
+        let held = match &opts.output {
+            Output::File(p) if !opts.start_over => {
+                read_state(p).map_err(RecvError::output("reading the output's state"))?
+            }
+            _ => None,
+        };
+        if let (Output::File(p), Some(state)) = (&opts.output, &held) {
+            bind::check(p, state, &stream, slot.as_ref(), opts.start)?;
+        }
+        let mut created = false;
         if opts.create_slot {
             match conn.create_slot(&opts.slot) {
-                Ok(_) => {}
+                Ok(_) => created = true,
                 Err(e) if opts.if_not_exists && e.sqlstate() == Some(DUPLICATE_OBJECT) => {}
                 Err(e) => {
                     return Err(RecvError::conn(format!("creating slot {}", opts.slot))(e));
                 }
             }
         }
+        // Where a new file begins: the slot's position (or --start past it).
+        let slot = if created {
+            slot_query(&mut conn)?
+        } else {
+            slot
+        };
+        let begin_at = slot
+            .and_then(|s| s.confirmed_flush)
+            .unwrap_or(Lsn::INVALID)
+            .max(opts.start.unwrap_or(Lsn::INVALID));
         let options = Options {
             proto_version: proto,
             streaming: if streaming {
@@ -139,7 +180,8 @@ impl Recv {
         )))?;
         let sink = match &opts.output {
             Output::Stdout => Sink::stdout(),
-            Output::File(p) => Sink::open(p).map_err(RecvError::output("opening the output"))?,
+            Output::File(p) => Sink::open(p, &stream, begin_at, opts.start_over)
+                .map_err(RecvError::output("opening the output"))?,
         };
         let spill_dir = opts
             .spill_dir

@@ -31,7 +31,12 @@ pub struct RecvOptions {
     /// With `create_slot`: an existing slot of that name is fine.
     pub if_not_exists: bool,
     /// Start position (the server starts at the later of this and the slot's confirmed LSN).
+    /// With an output file that already holds changes, a position past what it holds is
+    /// refused: the changes between would be missing.
     pub start: Option<Lsn>,
+    /// Empty the output file and its state and begin a new stream, whatever they held: the
+    /// one explicit way past the checks that a file continues only its own stream.
+    pub start_over: bool,
     /// Where the output goes.
     pub output: Output,
     /// Directory of spill files; `None` for [`RecvOptions::default_spill_dir`].
@@ -69,6 +74,7 @@ impl RecvOptions {
             create_slot: false,
             if_not_exists: false,
             start: None,
+            start_over: false,
             output,
             spill_dir: None,
             spill_compression: Spec::new(Method::Lz4),

@@ -220,8 +220,14 @@ impl Recv {
     }
 
     fn flush_lsn(&self) -> Lsn {
+        // What the state records as confirmed (by this run or the one before) stays
+        // confirmable: a restart does not move the slot's confirmed_flush_lsn back.
         confirmable(
-            self.sink.durable().end_lsn.max(self.skipped_end),
+            self.sink
+                .durable()
+                .end_lsn
+                .max(self.skipped_end)
+                .max(self.sink.confirmed()),
             self.keepalive_end,
             self.sink.has_pending(),
             self.open.quiet(),
@@ -239,8 +245,13 @@ impl Recv {
         Ok(())
     }
 
+    /// Sends a status update; a flush LSN past what the state file allows is recorded there
+    /// first, so the slot is never confirmed past the state (issue 46).
     pub(super) fn send_status(&mut self, reply: bool) -> Result<(), RecvError> {
         let flushed = self.flush_lsn();
+        self.sink
+            .record_confirmed(flushed)
+            .map_err(RecvError::output("recording the position to confirm"))?;
         self.conn
             .send_status(&StandbyStatus {
                 written: self.received.max(flushed),
