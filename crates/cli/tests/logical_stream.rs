@@ -1,4 +1,4 @@
-//! A CDC file continues only its own stream (issue 46): `logical recv -o FILE` refuses a file
+//! A CDC file continues only its own stream: `logical recv -o FILE` refuses a file
 //! written from another cluster, or from a slot that was dropped and re-created (or advanced by
 //! someone else) since, leaving the file and its state as they were; `--start-over` is the
 //! explicit way to begin again; an ordinary restart, after the consumer confirmed keepalive

@@ -246,7 +246,7 @@ impl Recv {
     }
 
     /// Sends a status update; a flush LSN past what the state file allows is recorded there
-    /// first, so the slot is never confirmed past the state (issue 46).
+    /// first, so the slot is never confirmed past the state.
     pub(super) fn send_status(&mut self, reply: bool) -> Result<(), RecvError> {
         let flushed = self.flush_lsn();
         self.sink
