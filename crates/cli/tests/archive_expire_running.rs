@@ -5,6 +5,10 @@
 //! taken by the low-level API (`pg_backup_start` in a session kept open, the data directory
 //! copied by hand) and B by `pg_basebackup`, once the other way round (A a `pg_basebackup`
 //! held in the middle of its stream); each on a directory and on an S3 bucket (moto_server).
+//!
+//! With `--min-age 0` the plan removes WAL that A needs (the bug, kept as a check that the
+//! scenario is the issue's); with the default minimum age nothing A needs goes; with one
+//! just long enough to reach back to A's start, exactly the WAL before A's start goes.
 
 mod archive_support;
 
@@ -18,7 +22,7 @@ use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// Checksum of the pgbench tables and the history rows.
 const CHECKSUM_SQL: &str = "SELECT md5(string_agg(aid::text || ':' || abalance, ',' ORDER BY aid)) \
@@ -197,9 +201,9 @@ impl LowLevel {
 
     /// Ends the backup (waiting for its WAL to be archived) and writes its backup_label.
     fn stop(mut self) {
-        let hex = self.session.query(
-            "SELECT encode(convert_to(labelfile, 'UTF8'), 'hex') FROM pg_backup_stop(true)",
-        );
+        let hex = self
+            .session
+            .query("SELECT encode(convert_to(labelfile, 'UTF8'), 'hex') FROM pg_backup_stop(true)");
         let label: Vec<u8> = (0..hex.len())
             .step_by(2)
             .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
@@ -298,8 +302,11 @@ fn scenario<R: Repo + ?Sized>(repo: &R, top: &Path, long: Long) {
         .start()
         .expect("start primary");
     primary.pgbench_init(1).expect("pgbench -i");
-    // WAL from before A: what expire may remove.
+    // WAL from before A: what expire may remove. Archived well before A starts, so that a
+    // minimum age reaching back to A's start (by whole seconds, as S3 times go) leaves it.
     let before_a = write_wal(&primary, 1);
+    std::thread::sleep(Duration::from_secs(3));
+    let a_time = SystemTime::now();
 
     // A starts.
     let a_dir = top.join("a");
@@ -340,17 +347,64 @@ fn scenario<R: Repo + ?Sized>(repo: &R, top: &Path, long: Long) {
         .iter()
         .filter(|n| position(n).is_some_and(|p| p < b_pos))
         .count();
-    assert!(a_needs_before_b >= 3, "B starts {a_needs_before_b} segments after A");
+    assert!(
+        a_needs_before_b >= 3,
+        "B starts {a_needs_before_b} segments after A"
+    );
 
-    // Expire as the operator would, while A is still running.
+    // Without the minimum age, --keep 1 cuts at B's start: the bug.
+    let bare = expire(repo, &["--keep", "1", "--min-age", "0", "--dry-run"]);
+    let doomed: Vec<&str> = bare["removed"]
+        .as_array()
+        .expect("removed")
+        .iter()
+        .map(|r| r["name"].as_str().expect("name"))
+        .filter(|n| a_needs.iter().any(|a| a == n))
+        .collect();
+    assert_eq!(doomed.len(), a_needs_before_b, "{bare}");
+    assert_eq!(names(repo), before, "a dry run removed files");
+
+    // Expire as the operator would, while A is still running: with the default minimum age
+    // (24h) nothing goes here, and the report says what it held back.
+    let out = archive(repo, &["expire", "--keep", "1", "--dry-run"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("kept by --min-age 24h: "), "{text}");
     let done = expire(repo, &["--keep", "1"]);
+    assert_eq!(done["removed_files"], 0, "{done}");
+    assert_eq!(done["min_age"], "24h", "{done}");
+    for n in &doomed {
+        assert!(
+            done["held"]
+                .as_array()
+                .expect("held")
+                .iter()
+                .any(|h| h == n),
+            "{done}"
+        );
+    }
+    assert_eq!(names(repo), before);
+
+    // A minimum age that just reaches back to A's start: what precedes A goes, A keeps all.
+    let age = format!("{}s", a_time.elapsed().expect("clock").as_secs() + 2);
+    let done = expire(repo, &["--keep", "1", "--min-age", &age]);
+    assert_eq!(done["held_from"], a_pos.to_string(), "{done}");
+    assert_eq!(done["cutoff"], a_pos.to_string(), "{done}");
+    assert_eq!(done["retention_cutoff"], b_pos.to_string(), "{done}");
+    let removed = done["removed"].as_array().expect("removed");
+    assert!(!removed.is_empty(), "{done}");
+    for r in removed {
+        let name = r["name"].as_str().expect("name");
+        assert!(position(name).is_some_and(|p| p < a_pos), "{name}: {done}");
+    }
     let after = names(repo);
     let lost: Vec<&&String> = a_needs.iter().filter(|n| !after.contains(**n)).collect();
     eprintln!(
-        "A starts in {a_start}, B in {}: expire --keep 1 removed {} files; of A's {} segments {} are gone: {lost:?}",
+        "A starts in {a_start}, B in {}: --min-age 0 would remove {} of A's {} segments; --min-age {age} removed {} files, of A's segments {} are gone: {lost:?}",
         backups[0],
-        done["removed_files"],
+        doomed.len(),
         a_needs.len(),
+        done["removed_files"],
         lost.len()
     );
 
