@@ -68,6 +68,27 @@ fn expire_on_s3_keeps_a_running_pg_basebackup_restorable() {
     );
 }
 
+#[test]
+fn expire_help_states_the_guarantee_and_its_limit() {
+    let out = Command::new(archive_support::bin())
+        .args(["archive", "expire", "--help"])
+        .output()
+        .expect("pgcompress");
+    // clap wraps the text to the terminal's width: compare words.
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{help}");
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    for said in [
+        "--min-age <DURATION>",
+        "[default: 24h]",
+        "every backup that started less than --min-age ago stays restorable",
+        "a backup running for longer than --min-age is not protected",
+        "pg_stat_progress_basebackup",
+    ] {
+        assert!(help.contains(said), "--help does not say {said:?}:\n{help}");
+    }
+}
+
 fn s3(test: &str, long: Long) {
     let Some(moto) = Moto::start_or_skip(test) else {
         return;
