@@ -373,6 +373,12 @@ fn scenario<R: Repo + ?Sized>(repo: &R, top: &Path, long: Long) {
         "B starts {a_needs_before_b} segments after A"
     );
 
+    // A is still running; the server shows it only when it is a streamed one.
+    let streaming = primary
+        .query_one("SELECT count(*) FROM pg_stat_progress_basebackup")
+        .expect("progress");
+    assert_eq!(streaming, if low.is_some() { "0" } else { "1" });
+
     // Without the minimum age, --keep 1 cuts at B's start: the bug.
     let bare = expire(repo, &["--keep", "1", "--min-age", "0", "--dry-run"]);
     let doomed: Vec<&str> = bare["removed"]
