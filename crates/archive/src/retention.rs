@@ -825,8 +825,8 @@ START TIMELINE: 1\nSTOP TIME: 2026-11-25 00:10:01 UTC\nSTOP TIMELINE: 1\n";
         assert!(p.remove.is_empty());
     }
 
-    /// Issue 46 in miniature: backup A starts in segment 3 at t = 300 and is still running;
-    /// backup B starts in segment 6 and has finished; segment i was archived at t = 100 i.
+    /// Backup A starts in segment 3 at t = 300 and is still running; backup B starts in
+    /// segment 6 and has finished; segment i was archived at t = 100 i.
     fn running_backup_repo() -> (Vec<Listed>, Vec<Backup>) {
         let mut files: Vec<Listed> = (1..=9u64)
             .map(|i| Listed {

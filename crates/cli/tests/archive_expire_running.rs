@@ -1,4 +1,4 @@
-//! Issue 46: `archive expire` must not break a base backup that is still running. Backup A
+//! `archive expire` must not break a base backup that is still running. Backup A
 //! starts, backup B starts later and finishes first, `archive expire --keep 1` runs while A
 //! is still going (B is then the newest finished backup and its start the retention cut),
 //! and A, once finished, must restore from the archive to a consistent state. Once with A
