@@ -20,9 +20,22 @@
 //! - Backups are ordered newest first by (start timeline, start position): a new timeline
 //!   number is always higher than every one PostgreSQL found in the archive when it
 //!   promoted.
+//! - A backup still running has no backup history file yet (PostgreSQL archives it when the
+//!   backup ends), and PostgreSQL may run several backups at once: one that started before
+//!   the newest finished one and is still running needs WAL from before that one's start.
+//!   Nothing in the archive shows it, and the server lists only streamed backups in
+//!   progress (`pg_stat_progress_basebackup`), not those of `pg_backup_start`. What is
+//!   known is time: a backup that started at `T` needs WAL from the segment being written at
+//!   `T` onwards, and each of those segments is archived after `T`. So with a minimum age
+//!   ([`Hold`]) nothing archived less than that long ago goes, nor anything at or after the
+//!   oldest such file's position: every backup that started less than the minimum age ago
+//!   keeps all it needs. The store's time of each object (a file's modification time, an S3
+//!   object's `LastModified`) is the time it was archived, since objects are never
+//!   rewritten; the planner takes those times and the present as input and reads no clock.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::time::{Duration, SystemTime};
 
 /// Bytes of a backup or timeline history file read at most; PostgreSQL writes a few hundred.
 pub const MAX_HISTORY_FILE_LEN: usize = 1 << 20;
@@ -333,15 +346,63 @@ pub enum Keep {
     From(Position),
 }
 
+/// An archived file as the store lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// Its name (without the container suffix).
+    pub name: String,
+    /// When it was archived, by the store's clock; `None` when the store does not say, which
+    /// counts as just now.
+    pub archived: Option<SystemTime>,
+}
+
+/// The minimum age: what was archived more recently than `min_age` before `now` stays,
+/// whatever the retention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hold {
+    /// How long a file stays at least; zero turns the hold off.
+    pub min_age: Duration,
+    /// The present, by the clock of whoever runs expire.
+    pub now: SystemTime,
+}
+
+impl Hold {
+    /// No minimum age: retention alone decides.
+    pub const OFF: Hold = Hold {
+        min_age: Duration::ZERO,
+        now: SystemTime::UNIX_EPOCH,
+    };
+
+    /// Files archived after this instant are held; `None` when the hold is off.
+    pub fn since(&self) -> Option<SystemTime> {
+        (!self.min_age.is_zero())
+            .then(|| self.now.checked_sub(self.min_age))
+            .map(|t| t.unwrap_or(SystemTime::UNIX_EPOCH))
+    }
+
+    fn holds(&self, file: &Listed) -> bool {
+        self.since()
+            .is_some_and(|since| file.archived.is_none_or(|t| t > since))
+    }
+}
+
 /// What expiring removes and why.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plan {
-    /// The backups kept, oldest first.
+    /// The backups kept, oldest first: those starting at or after the cutoff.
     pub kept: Vec<Backup>,
     /// The backups expired (their history files are removed), oldest first.
     pub expired: Vec<Backup>,
-    /// Everything before this position goes (`None`: nothing is removed).
+    /// Everything before this position goes (`None`: nothing is removed): the retention's
+    /// cutoff, or the minimum age's when that is older.
     pub cutoff: Option<Position>,
+    /// Where the retention alone would cut.
+    pub retention_cutoff: Option<Position>,
+    /// The position of the oldest file archived within the minimum age, if any: nothing at
+    /// or after it goes.
+    pub held_from: Option<Position>,
+    /// Files the retention alone would remove that the minimum age keeps, by name.
+    pub held: Vec<String>,
     /// Files to remove, in the order to remove them: backup history files first (so that a
     /// listing never shows a backup whose WAL is partly gone), then segments oldest first,
     /// then timeline history files.
@@ -357,17 +418,28 @@ pub enum PlanError {
     NoBackupLeft(Position),
 }
 
-/// Plans what to remove among `names` (every file of the repository), given the `backups`
-/// among them and `ancestors`, the parent timelines of each timeline whose history file the
-/// repository holds.
+/// The position of a segment, `.partial` segment or backup history file.
+fn position(name: &str) -> Option<(u32, Position)> {
+    match classify(name) {
+        FileKind::Segment { tli, pos }
+        | FileKind::Partial { tli, pos }
+        | FileKind::BackupHistory { tli, pos, .. } => Some((tli, pos)),
+        _ => None,
+    }
+}
+
+/// Plans what to remove among `files` (every file of the repository), given the `backups`
+/// among them, `ancestors` (the parent timelines of each timeline whose history file the
+/// repository holds) and the minimum age `hold`.
 pub fn plan(
-    names: &[String],
+    files: &[Listed],
     mut backups: Vec<Backup>,
     keep: Keep,
     ancestors: &BTreeMap<u32, Vec<u32>>,
+    hold: Hold,
 ) -> Result<Plan, PlanError> {
     backups.sort_by_key(Backup::order);
-    let cutoff = match keep {
+    let retention_cutoff = match keep {
         Keep::Newest(n) => {
             let split = backups.len().saturating_sub(n.get());
             match backups[split..].iter().map(|b| b.pos).min() {
@@ -386,20 +458,76 @@ pub fn plan(
             at
         }
     };
+    // A backup still running needs everything from where the server wrote when it started;
+    // all of that was archived since, so the oldest recent file bounds what it may need.
+    let recent: Vec<&Listed> = files.iter().filter(|f| hold.holds(f)).collect();
+    let recent_tlis: BTreeSet<u32> = recent
+        .iter()
+        .filter_map(|f| position(&f.name))
+        .map(|(tli, _)| tli)
+        .collect();
+    let held_from = recent
+        .iter()
+        .filter_map(|f| position(&f.name))
+        .map(|(_, pos)| pos)
+        .min();
+    let cutoff = held_from.map_or(retention_cutoff, |p| p.min(retention_cutoff));
+    let recent_names: BTreeSet<&str> = recent.iter().map(|f| f.name.as_str()).collect();
+    let remove: Vec<String> = select(files, &backups, cutoff, &recent_tlis, ancestors)
+        .into_iter()
+        .filter(|n| !recent_names.contains(n.as_str()))
+        .collect();
+    let removed: BTreeSet<&str> = remove.iter().map(String::as_str).collect();
+    let held = select(
+        files,
+        &backups,
+        retention_cutoff,
+        &BTreeSet::new(),
+        ancestors,
+    )
+    .into_iter()
+    .filter(|n| !removed.contains(n.as_str()))
+    .collect();
     // A backup older by (timeline, position) than the newest n but starting at or after the
     // cutoff keeps all it needs anyway: it is kept.
     let (kept, expired): (Vec<Backup>, Vec<Backup>) =
         backups.into_iter().partition(|b| b.pos >= cutoff);
-    let min_tli = kept.iter().map(|b| b.tli).min().unwrap_or(1);
-    let mut needed_tlis = BTreeSet::new();
-    for b in &kept {
-        needed_tlis.insert(b.tli);
-        needed_tlis.extend(ancestors.get(&b.tli).into_iter().flatten());
+    Ok(Plan {
+        kept,
+        expired,
+        cutoff: Some(cutoff),
+        retention_cutoff: Some(retention_cutoff),
+        held_from,
+        held,
+        remove,
+    })
+}
+
+/// The files to remove, in order, when everything before `cutoff` goes; the timelines of
+/// the backups kept and `more_tlis` keep their history files and their ancestors'.
+fn select(
+    files: &[Listed],
+    backups: &[Backup],
+    cutoff: Position,
+    more_tlis: &BTreeSet<u32>,
+    ancestors: &BTreeMap<u32, Vec<u32>>,
+) -> Vec<String> {
+    let mut roots: BTreeSet<u32> = backups
+        .iter()
+        .filter(|b| b.pos >= cutoff)
+        .map(|b| b.tli)
+        .collect();
+    roots.extend(more_tlis);
+    let min_tli = roots.first().copied().unwrap_or(1);
+    let mut needed_tlis = roots.clone();
+    for tli in &roots {
+        needed_tlis.extend(ancestors.get(tli).into_iter().flatten());
     }
     let mut backup_files = Vec::new();
     let mut segments = Vec::new();
     let mut histories = Vec::new();
-    for name in names {
+    for file in files {
+        let name = &file.name;
         match classify(name) {
             FileKind::BackupHistory { pos, .. } if pos < cutoff => backup_files.push(name),
             FileKind::Segment { pos, .. } | FileKind::Partial { pos, .. } if pos < cutoff => {
@@ -414,18 +542,12 @@ pub fn plan(
     backup_files.sort();
     segments.sort();
     histories.sort();
-    let remove = backup_files
+    backup_files
         .into_iter()
         .chain(segments.into_iter().map(|(_, n)| n))
         .chain(histories)
         .cloned()
-        .collect();
-    Ok(Plan {
-        kept,
-        expired,
-        cutoff: Some(cutoff),
-        remove,
-    })
+        .collect()
 }
 
 #[cfg(test)]
@@ -453,6 +575,16 @@ START TIMELINE: 1\nSTOP TIME: 2026-11-25 00:10:01 UTC\nSTOP TIMELINE: 1\n";
 
     fn names(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// Files archived at `at` seconds after the epoch.
+    fn listed(list: &[String], at: u64) -> Vec<Listed> {
+        list.iter()
+            .map(|name| Listed {
+                name: name.clone(),
+                archived: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(at)),
+            })
+            .collect()
     }
 
     #[test]
@@ -539,7 +671,11 @@ START TIMELINE: 1\nSTOP TIME: 2026-11-25 00:10:01 UTC\nSTOP TIMELINE: 1\n";
         assert!(parse_timeline_history(b"1\n").is_err());
     }
 
-    fn repo() -> Vec<String> {
+    fn repo() -> Vec<Listed> {
+        listed(&repo_names(), 0)
+    }
+
+    fn repo_names() -> Vec<String> {
         names(&[
             "000000010000000000000001",
             "000000010000000000000002",
@@ -573,7 +709,7 @@ START TIMELINE: 1\nSTOP TIME: 2026-11-25 00:10:01 UTC\nSTOP TIMELINE: 1\n";
     fn keep_one_removes_everything_before_the_newest_backup() {
         let n = NonZeroUsize::new(1).expect("1");
         let anc = history(&[(2, &[1])]);
-        let p = plan(&repo(), backups(), Keep::Newest(n), &anc).expect("plan");
+        let p = plan(&repo(), backups(), Keep::Newest(n), &anc, Hold::OFF).expect("plan");
         assert_eq!(p.cutoff, Some(Position(5)));
         assert_eq!(p.kept.len(), 1);
         assert_eq!(p.kept[0].tli, 2);
@@ -595,38 +731,73 @@ START TIMELINE: 1\nSTOP TIME: 2026-11-25 00:10:01 UTC\nSTOP TIMELINE: 1\n";
     #[test]
     fn keep_two_keeps_both_backups_and_every_timeline() {
         let n = NonZeroUsize::new(2).expect("2");
-        let p = plan(&repo(), backups(), Keep::Newest(n), &history(&[])).expect("plan");
+        let p = plan(
+            &repo(),
+            backups(),
+            Keep::Newest(n),
+            &history(&[]),
+            Hold::OFF,
+        )
+        .expect("plan");
         assert_eq!(p.cutoff, Some(Position(2)));
         assert_eq!(p.remove, names(&["000000010000000000000001"]));
         let n = NonZeroUsize::new(5).expect("5");
-        let p = plan(&repo(), backups(), Keep::Newest(n), &history(&[])).expect("plan");
+        let p = plan(
+            &repo(),
+            backups(),
+            Keep::Newest(n),
+            &history(&[]),
+            Hold::OFF,
+        )
+        .expect("plan");
         assert_eq!(p.remove, names(&["000000010000000000000001"]));
     }
 
     #[test]
     fn history_files_below_the_kept_timelines_go_unless_they_are_ancestors() {
-        let mut files = repo();
+        let mut files = repo_names();
         files.push("00000001.history".into());
+        let files = listed(&files, 0);
         let only_tl3 = vec![backup("000000030000000000000006", "00000028")];
         let n = NonZeroUsize::new(1).expect("1");
-        let p = plan(&files, only_tl3.clone(), Keep::Newest(n), &history(&[])).expect("plan");
+        let p = plan(
+            &files,
+            only_tl3.clone(),
+            Keep::Newest(n),
+            &history(&[]),
+            Hold::OFF,
+        )
+        .expect("plan");
         assert!(p.remove.contains(&"00000002.history".to_string()));
         assert!(p.remove.contains(&"00000001.history".to_string()));
         assert!(!p.remove.contains(&"00000003.history".to_string()));
         let anc = history(&[(3, &[1, 2])]);
-        let p = plan(&files, only_tl3, Keep::Newest(n), &anc).expect("plan");
+        let p = plan(&files, only_tl3, Keep::Newest(n), &anc, Hold::OFF).expect("plan");
         assert!(p.remove.iter().all(|n| !n.ends_with(".history")), "{p:?}");
     }
 
     #[test]
     fn before_a_position_keeps_the_backups_after_it_and_refuses_to_keep_none() {
-        let p = plan(&repo(), backups(), Keep::From(Position(4)), &history(&[])).expect("plan");
+        let p = plan(
+            &repo(),
+            backups(),
+            Keep::From(Position(4)),
+            &history(&[]),
+            Hold::OFF,
+        )
+        .expect("plan");
         assert_eq!(p.cutoff, Some(Position(4)));
         assert_eq!(p.kept.len(), 1);
         assert!(p.remove.contains(&"000000010000000000000003".to_string()));
         assert!(!p.remove.contains(&"000000010000000000000004".to_string()));
         assert_eq!(
-            plan(&repo(), backups(), Keep::From(Position(6)), &history(&[])),
+            plan(
+                &repo(),
+                backups(),
+                Keep::From(Position(6)),
+                &history(&[]),
+                Hold::OFF
+            ),
             Err(PlanError::NoBackupLeft(Position(6)))
         );
     }
@@ -634,9 +805,177 @@ START TIMELINE: 1\nSTOP TIME: 2026-11-25 00:10:01 UTC\nSTOP TIMELINE: 1\n";
     #[test]
     fn without_backups_nothing_goes() {
         let n = NonZeroUsize::new(1).expect("1");
-        let p = plan(&repo(), Vec::new(), Keep::Newest(n), &history(&[])).expect("plan");
+        let p = plan(
+            &repo(),
+            Vec::new(),
+            Keep::Newest(n),
+            &history(&[]),
+            Hold::OFF,
+        )
+        .expect("plan");
         assert_eq!(p, Plan::default());
-        let p = plan(&repo(), Vec::new(), Keep::From(Position(9)), &history(&[])).expect("plan");
+        let p = plan(
+            &repo(),
+            Vec::new(),
+            Keep::From(Position(9)),
+            &history(&[]),
+            Hold::OFF,
+        )
+        .expect("plan");
         assert!(p.remove.is_empty());
+    }
+
+    /// Backup A starts in segment 3 at t = 300 and is still running; backup B starts in
+    /// segment 6 and has finished; segment i was archived at t = 100 i.
+    fn running_backup_repo() -> (Vec<Listed>, Vec<Backup>) {
+        let mut files: Vec<Listed> = (1..=9u64)
+            .map(|i| Listed {
+                name: format!("00000001000000000000000{i}"),
+                archived: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(100 * i)),
+            })
+            .collect();
+        files.push(Listed {
+            name: "000000010000000000000006.00000028.backup".into(),
+            archived: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(650)),
+        });
+        (files, vec![backup("000000010000000000000006", "00000028")])
+    }
+
+    fn at(secs: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    #[test]
+    fn the_minimum_age_keeps_what_a_backup_running_since_then_needs() {
+        let (files, backups) = running_backup_repo();
+        let n = NonZeroUsize::new(1).expect("1");
+        let seg = |i: u32| format!("00000001000000000000000{i}");
+        // Without it, --keep 1 cuts at B's start and A loses segments 3 to 5.
+        let p = plan(
+            &files,
+            backups.clone(),
+            Keep::Newest(n),
+            &history(&[]),
+            Hold::OFF,
+        )
+        .expect("plan");
+        assert_eq!(p.remove, (1..=5).map(seg).collect::<Vec<_>>());
+        assert!(p.held.is_empty());
+        // A started at t = 300; at t = 1000 a minimum age of 750 s covers it.
+        let hold = Hold {
+            min_age: Duration::from_secs(750),
+            now: at(1000),
+        };
+        assert_eq!(hold.since(), Some(at(250)));
+        let p = plan(
+            &files,
+            backups.clone(),
+            Keep::Newest(n),
+            &history(&[]),
+            hold,
+        )
+        .expect("plan");
+        assert_eq!(p.retention_cutoff, Some(Position(6)));
+        assert_eq!(p.held_from, Some(Position(3)));
+        assert_eq!(p.cutoff, Some(Position(3)));
+        assert_eq!(p.remove, vec![seg(1), seg(2)]);
+        assert_eq!(p.held, (3..=5).map(seg).collect::<Vec<_>>());
+        assert_eq!(p.kept.len(), 1);
+        // One that does not reach back to A's start does not protect it: the limit.
+        let hold = Hold {
+            min_age: Duration::from_secs(550),
+            now: at(1000),
+        };
+        let p = plan(
+            &files,
+            backups.clone(),
+            Keep::Newest(n),
+            &history(&[]),
+            hold,
+        )
+        .expect("plan");
+        assert_eq!(p.cutoff, Some(Position(5)));
+        assert!(p.remove.contains(&seg(3)));
+        // A file archived exactly min-age ago is old enough.
+        let hold = Hold {
+            min_age: Duration::from_secs(700),
+            now: at(1000),
+        };
+        let p = plan(&files, backups, Keep::Newest(n), &history(&[]), hold).expect("plan");
+        assert_eq!(p.held_from, Some(Position(4)));
+    }
+
+    #[test]
+    fn a_minimum_age_past_every_file_keeps_everything_and_zero_keeps_nothing() {
+        let (files, backups) = running_backup_repo();
+        let n = NonZeroUsize::new(1).expect("1");
+        let hold = Hold {
+            min_age: Duration::from_secs(24 * 3600),
+            now: at(1000),
+        };
+        let p = plan(
+            &files,
+            backups.clone(),
+            Keep::Newest(n),
+            &history(&[]),
+            hold,
+        )
+        .expect("plan");
+        assert!(p.remove.is_empty(), "{p:?}");
+        assert_eq!(p.held.len(), 5);
+        // Zero is off, even for a file whose time is in the future (a skewed clock).
+        let hold = Hold {
+            min_age: Duration::ZERO,
+            now: at(0),
+        };
+        assert_eq!(hold.since(), None);
+        let p = plan(&files, backups, Keep::Newest(n), &history(&[]), hold).expect("plan");
+        assert_eq!(p.remove.len(), 5);
+    }
+
+    #[test]
+    fn a_file_without_a_time_counts_as_just_archived() {
+        let (mut files, backups) = running_backup_repo();
+        files[3].archived = None;
+        let n = NonZeroUsize::new(1).expect("1");
+        let hold = Hold {
+            min_age: Duration::from_secs(1),
+            now: at(1000),
+        };
+        let p = plan(&files, backups, Keep::Newest(n), &history(&[]), hold).expect("plan");
+        assert_eq!(p.held_from, Some(Position(4)));
+        assert_eq!(p.remove.len(), 3);
+    }
+
+    #[test]
+    fn the_minimum_age_keeps_recent_timeline_history_files_and_their_timelines() {
+        let mut files = listed(&repo_names(), 0);
+        files.push(Listed {
+            name: "00000001.history".into(),
+            archived: Some(at(0)),
+        });
+        let only_tl3 = vec![backup("000000030000000000000006", "00000028")];
+        let n = NonZeroUsize::new(1).expect("1");
+        let hold = Hold {
+            min_age: Duration::from_secs(60),
+            now: at(1000),
+        };
+        // A recent timeline 2 segment (a backup may still run there): timeline 2's history
+        // file and its ancestors stay.
+        let mut with_tl2 = files.clone();
+        with_tl2.push(Listed {
+            name: "000000020000000000000007".into(),
+            archived: Some(at(990)),
+        });
+        let anc = history(&[(2, &[1])]);
+        let p = plan(&with_tl2, only_tl3.clone(), Keep::Newest(n), &anc, hold).expect("plan");
+        assert!(p.remove.iter().all(|n| !n.ends_with(".history")), "{p:?}");
+        // A recent history file itself stays.
+        files[6].archived = Some(at(999));
+        assert_eq!(files[6].name, "00000002.history");
+        let p = plan(&files, only_tl3, Keep::Newest(n), &history(&[]), hold).expect("plan");
+        assert!(!p.remove.contains(&"00000002.history".to_string()), "{p:?}");
+        assert!(p.remove.contains(&"00000001.history".to_string()), "{p:?}");
+        assert_eq!(p.held, vec!["00000002.history".to_string()]);
     }
 }

@@ -62,9 +62,11 @@ fn names<R: Repo + ?Sized>(repo: &R) -> BTreeSet<String> {
         .collect()
 }
 
-/// `archive expire ARGS --json`; panics unless it exits 0.
+/// `archive expire ARGS --json --min-age 0`; panics unless it exits 0. These tests are
+/// about retention by backups: files pushed seconds ago are not held back
+/// (archive_expire_running.rs tests the minimum age).
 fn expire<R: Repo + ?Sized>(repo: &R, args: &[&str]) -> serde_json::Value {
-    let mut all = vec!["expire", "--json"];
+    let mut all = vec!["expire", "--json", "--min-age", "0"];
     all.extend_from_slice(args);
     let out = archive(repo, &all);
     assert!(
@@ -355,7 +357,7 @@ fn sigkill_during_expire_leaves_no_backup_without_its_wal_and_a_rerun_finishes()
         seed ^= seed >> 7;
         seed ^= seed << 17;
         let mut child = archive_support::command(&repo, "expire")
-            .args(["--keep", "1"])
+            .args(["--keep", "1", "--min-age", "0"])
             .stdout(std::process::Stdio::null())
             .spawn()
             .expect("spawn");

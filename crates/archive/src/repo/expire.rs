@@ -1,14 +1,17 @@
-//! `Repository::expire`: reads the backup and timeline history files, asks
-//! [`crate::retention::plan`] what no kept backup needs, and removes it in the plan's order.
+//! `Repository::expire`: reads the backup and timeline history files and the time each
+//! file was archived, asks [`crate::retention::plan`] what no kept backup (nor one still
+//! running) needs, and removes it in the plan's order.
 
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
+use std::time::{Duration, SystemTime};
 
-use super::Repository;
+use super::{Repository, SUFFIX};
+use crate::container::check_name;
 use crate::error::ArchiveError;
 use crate::retention::{
-    self, classify, parse_segment_name, parse_timeline_history, Backup, FileKind, Keep, Plan,
-    Position, MAX_HISTORY_FILE_LEN,
+    self, classify, parse_segment_name, parse_timeline_history, Backup, FileKind, Hold, Keep,
+    Listed, Plan, Position, MAX_HISTORY_FILE_LEN,
 };
 
 /// Which backups `expire` keeps.
@@ -27,6 +30,8 @@ pub enum Retain {
 pub struct Expired {
     /// The plan: kept and expired backups, the cutoff, the files in removal order.
     pub plan: Plan,
+    /// The minimum age it held files back by, and when it ran.
+    pub hold: Hold,
     /// Each removed file's stored size, in removal order.
     pub removed: Vec<(String, u64)>,
     /// Files the repository still holds afterwards.
@@ -38,12 +43,25 @@ pub struct Expired {
 impl Repository {
     /// Removes every archived file no kept base backup needs (see [`crate::retention`]):
     /// WAL and `.partial` segments and backup history files before the oldest kept backup's
-    /// start, and history files of timelines no kept backup descends from. With `dry_run`
-    /// it only says what it would remove. A backup or timeline history file that cannot be
-    /// read is an error and nothing is removed.
-    pub fn expire(&self, retain: &Retain, dry_run: bool) -> Result<Expired, ArchiveError> {
-        let files = self.files()?;
-        let names: Vec<String> = files.iter().map(|(n, _)| n.clone()).collect();
+    /// start, and history files of timelines no kept backup descends from; but nothing
+    /// archived less than `min_age` ago, nor anything at or after the oldest such file's
+    /// position, so that a backup that started less than `min_age` ago and is still running
+    /// keeps its WAL (zero: no such hold). With `dry_run` it only says what it would
+    /// remove. A backup or timeline history file that cannot be read is an error and nothing
+    /// is removed.
+    pub fn expire(
+        &self,
+        retain: &Retain,
+        min_age: Duration,
+        dry_run: bool,
+    ) -> Result<Expired, ArchiveError> {
+        let files = self.files_archived()?;
+        // Read after the listing: a file listed is at least as old as it looks.
+        let hold = Hold {
+            min_age,
+            now: SystemTime::now(),
+        };
+        let names: Vec<String> = files.iter().map(|(l, _)| l.name.clone()).collect();
         let mut backups = Vec::new();
         let mut ancestors = BTreeMap::new();
         for name in &names {
@@ -86,8 +104,9 @@ impl Repository {
             ),
             Retain::BeforeLsn(lsn) => Keep::From(self.position_of(*lsn, &names)?),
         };
-        let plan = retention::plan(&names, backups, keep, &ancestors)?;
-        let sizes: BTreeMap<&str, u64> = files.iter().map(|(n, s)| (n.as_str(), *s)).collect();
+        let listed: Vec<Listed> = files.iter().map(|(l, _)| l.clone()).collect();
+        let plan = retention::plan(&listed, backups, keep, &ancestors, hold)?;
+        let sizes: BTreeMap<&str, u64> = files.iter().map(|(l, s)| (l.name.as_str(), *s)).collect();
         let removed: Vec<(String, u64)> = plan
             .remove
             .iter()
@@ -112,9 +131,28 @@ impl Repository {
         Ok(Expired {
             remaining: files.len() - if dry_run { 0 } else { removed.len() },
             plan,
+            hold,
             removed,
             dry_run,
         })
+    }
+
+    /// The containers with their stored sizes and the time each was archived, sorted by
+    /// name; like [`Repository::files`].
+    fn files_archived(&self) -> Result<Vec<(Listed, u64)>, ArchiveError> {
+        let mut files: Vec<(Listed, u64)> = self
+            .store
+            .list_modified()?
+            .into_iter()
+            .filter_map(|(key, size, archived)| {
+                let name = key.strip_suffix(SUFFIX)?;
+                check_name(name).ok()?;
+                let name = name.to_owned();
+                Some((Listed { name, archived }, size))
+            })
+            .collect();
+        files.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+        Ok(files)
     }
 
     /// The position of the segment holding `lsn`, with the segment size the archived WAL

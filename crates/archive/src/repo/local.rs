@@ -180,6 +180,26 @@ impl Store for LocalStore {
         Ok(keys)
     }
 
+    fn list_modified(&self) -> Result<Vec<(String, u64, Option<SystemTime>)>, ArchiveError> {
+        // The mtime is when the container was written into .tmp/, just before link()
+        // published it; nothing writes a published container again.
+        let rd = fs::read_dir(&self.dir).map_err(ArchiveError::io("listing", &self.dir))?;
+        let mut keys = Vec::new();
+        for entry in rd {
+            let entry = entry.map_err(ArchiveError::io("listing", &self.dir))?;
+            let Ok(key) = entry.file_name().into_string() else {
+                continue;
+            };
+            match entry.metadata() {
+                Ok(m) if m.is_file() => keys.push((key, m.len(), m.modified().ok())),
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => return Err(ArchiveError::io("reading", entry.path())(e)),
+            }
+        }
+        Ok(keys)
+    }
+
     fn delete(&self, keys: &[String]) -> Result<(), ArchiveError> {
         for key in keys {
             let path = self.dir.join(key);

@@ -197,6 +197,17 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// Keys and sizes of the objects directly in the repository, in any order.
     fn list(&self) -> Result<Vec<(String, u64)>, ArchiveError>;
 
+    /// [`Store::list`] with each object's last modification time by the store's clock (a
+    /// file's mtime, an object's `LastModified`), which is when it was archived: objects are
+    /// never rewritten. `None` where the store cannot tell.
+    fn list_modified(&self) -> Result<Vec<(String, u64, Option<SystemTime>)>, ArchiveError> {
+        Ok(self
+            .list()?
+            .into_iter()
+            .map(|(k, s)| (k, s, None))
+            .collect())
+    }
+
     /// Removes the objects `keys`, in order; a key already gone is not an error. When it
     /// returns, the removals are durable (a directory is fsynced once, at the end).
     fn delete(&self, keys: &[String]) -> Result<(), ArchiveError>;

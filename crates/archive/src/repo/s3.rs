@@ -176,6 +176,23 @@ impl Store for S3Store {
             .collect())
     }
 
+    fn list_modified(
+        &self,
+    ) -> Result<Vec<(String, u64, Option<std::time::SystemTime>)>, ArchiveError> {
+        let prefix = (!self.prefix.as_ref().is_empty()).then_some(&self.prefix);
+        let listed = self
+            .run(self.client.list_with_delimiter(prefix))
+            .map_err(|e| self.error("listing".into(), &e))?;
+        Ok(listed
+            .objects
+            .into_iter()
+            .filter_map(|o| {
+                let key = o.location.filename()?.to_owned();
+                Some((key, o.size, Some(o.last_modified.into())))
+            })
+            .collect())
+    }
+
     fn delete(&self, keys: &[String]) -> Result<(), ArchiveError> {
         let paths = keys
             .iter()

@@ -126,7 +126,8 @@ Exit status: 0 stopped (idle, or another process already prefetches into SPOOL);
     Prefetch(PrefetchArgs),
     /// Remove what no kept base backup needs (retention).
     #[command(
-        after_help = "Base backups are found by the backup history files PostgreSQL archives at the end of each backup (<segment>.<offset>.backup). Everything before the start of the oldest kept backup goes, on every timeline: WAL segments, .partial segments, older backup history files. Timeline history files go only when their timeline is below every kept backup's and is none's ancestor. Segments at or after the oldest kept backup's start are never touched, so archive_command may push while expire runs; a backup still running is newer than every finished one and keeps what it needs. A backup or timeline history file that cannot be read stops expire before anything is removed.\n\n\
+        after_help = "Base backups are found by the backup history files PostgreSQL archives at the end of each backup (<segment>.<offset>.backup). Everything before the start of the oldest kept backup goes, on every timeline: WAL segments, .partial segments, older backup history files. Timeline history files go only when their timeline is below every kept backup's and is none's ancestor. Segments at or after the oldest kept backup's start are never touched, so archive_command may push while expire runs. A backup or timeline history file that cannot be read stops expire before anything is removed.\n\n\
+Backups still running: PostgreSQL runs several backups at once, and one that started before the newest finished backup may still be running; it has no backup history file yet and needs WAL from before that backup's start. --min-age (default 24h) keeps it: nothing archived less than --min-age ago is removed, nor anything at or after the oldest such file's position. A backup needs WAL from the segment being written when it started, and every such segment is archived after that, so every backup that started less than --min-age ago stays restorable. The limit: a backup running for longer than --min-age is not protected; set it above your longest backup (a backup from a standby starts at its last restartpoint: add checkpoint_timeout and the standby's replay delay). The archive time is the store's (file mtime, S3 LastModified); a clock skew between the store and this host shortens or lengthens the margin. The server cannot tell us instead: it lists streamed backups in progress (pg_stat_progress_basebackup) but not those started with pg_backup_start.\n\n\
 Backups are ordered by start timeline, then start position. Without any backup history file nothing is removed.\n\n\
 Exit status: 0 done (or nothing to do); 1 failure (a damaged history file, --before past every backup, an unreachable repository); 2 bad usage."
     )]
@@ -292,12 +293,55 @@ pub struct ExpireArgs {
     /// would be left.
     #[arg(long, value_name = "SEGMENT|LSN", value_parser = parse_point)]
     pub before: Option<Point>,
+    /// Keep every file archived less than DURATION ago (s, m, h or d; 0 turns this off), and
+    /// everything at or after the oldest such file's position: a backup still running that
+    /// started less than DURATION ago keeps the WAL it needs.
+    #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = parse_age)]
+    pub min_age: Age,
     /// Only say what would be removed.
     #[arg(long)]
     pub dry_run: bool,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
+}
+
+/// A duration given as a number of seconds, minutes, hours or days (`90s`, `30m`, `24h`,
+/// `7d`), or `0`; shown as it was given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Age {
+    /// How long.
+    pub duration: std::time::Duration,
+    text: String,
+}
+
+const AGE_UNITS: [(char, u64); 4] = [('d', 86_400), ('h', 3_600), ('m', 60), ('s', 1)];
+
+fn parse_age(s: &str) -> Result<Age, String> {
+    let age = |secs: u64| Age {
+        duration: std::time::Duration::from_secs(secs),
+        text: s.to_owned(),
+    };
+    if s == "0" {
+        return Ok(age(0));
+    }
+    let bad = || {
+        format!("{s:?} is not a duration: a number and s, m, h or d (like 90s, 30m, 24h, 7d), or 0")
+    };
+    let unit = s.chars().last().ok_or_else(bad)?;
+    let &(_, secs) = AGE_UNITS.iter().find(|(u, _)| *u == unit).ok_or_else(bad)?;
+    let digits = &s[..s.len() - 1];
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    n.checked_mul(secs).map(age).ok_or_else(bad)
+}
+
+impl std::fmt::Display for Age {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
 }
 
 /// Where `--before` cuts.
@@ -324,4 +368,37 @@ fn parse_point(s: &str) -> Result<Point, String> {
 /// Parses a compression method in PostgreSQL's syntax.
 pub fn parse_spec(s: &str) -> Result<Spec, String> {
     Spec::from_str(s).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn min_ages_take_a_unit_or_zero_and_show_as_given() {
+        for (text, secs) in [
+            ("0", 0),
+            ("90s", 90),
+            ("30m", 1800),
+            ("24h", 86_400),
+            ("7d", 604_800),
+        ] {
+            let age = parse_age(text).expect(text);
+            assert_eq!(age.duration, Duration::from_secs(secs), "{text}");
+            assert_eq!(age.to_string(), text);
+        }
+        for bad in [
+            "",
+            "24",
+            "h",
+            "-1h",
+            "1.5h",
+            "1w",
+            "24H",
+            "99999999999999999999d",
+        ] {
+            assert!(parse_age(bad).is_err(), "{bad:?}");
+        }
+    }
 }
