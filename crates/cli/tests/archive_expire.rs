@@ -102,14 +102,17 @@ fn base_backup(cluster: &Cluster, dir: &Path) {
 
 fn expire_scenario<R: Repo + Sync>(repo: &R, top: &Path) {
     let push = repo.command_line("push", "%p");
-    let archiving = |b: pgtest::ClusterBuilder| {
-        b.guc("archive_mode", "on")
-            .guc("archive_command", &push)
-            .guc("wal_compression", "off")
-    };
+    let archiving =
+        |b: pgtest::ClusterBuilder| b.guc("archive_mode", "on").guc("wal_compression", "off");
     let primary = archiving(Cluster::builder().wal_segsize_mb(1))
         .start()
         .expect("start primary");
+    // The repository is the primary's before archive_command points at it; the standby
+    // below is a copy of the same cluster (and of its archive_command).
+    archive_support::init(repo, &primary.data_dir());
+    primary
+        .set_guc_and_reload("archive_command", &push)
+        .expect("archive_command");
     primary.pgbench_init(1).expect("pgbench -i");
 
     // Backup 0 on timeline 1; its data directory is not needed.
@@ -299,6 +302,21 @@ fn backup_label(segment: &str) -> String {
     )
 }
 
+/// The long header of the first page of segment `segno` (`XLogLongPageHeaderData` of
+/// PostgreSQL 15: magic 0xD110, XLP_LONG_HEADER, timeline 1), which push checks against the
+/// repository's system; the rest of these made-up segments is not WAL.
+fn first_page_header(segno: u64, seg_size: u32) -> [u8; 40] {
+    let mut h = [0u8; 40];
+    h[0..2].copy_from_slice(&0xD110u16.to_le_bytes());
+    h[2..4].copy_from_slice(&2u16.to_le_bytes());
+    h[4..8].copy_from_slice(&1u32.to_le_bytes());
+    h[8..16].copy_from_slice(&(segno * u64::from(seg_size)).to_le_bytes());
+    h[24..32].copy_from_slice(&7_000_000_000_000_000_003u64.to_le_bytes());
+    h[32..36].copy_from_slice(&seg_size.to_le_bytes());
+    h[36..40].copy_from_slice(&8192u32.to_le_bytes());
+    h
+}
+
 #[test]
 fn sigkill_during_expire_leaves_no_backup_without_its_wal_and_a_rerun_finishes() {
     let scratch = tempfile::tempdir().expect("tempdir");
@@ -310,9 +328,10 @@ fn sigkill_during_expire_leaves_no_backup_without_its_wal_and_a_rerun_finishes()
     let mut files = Vec::new();
     for i in 1..=60u64 {
         let name = format!("00000001000000000000{i:04X}");
-        let bytes: Vec<u8> = (0..1u64 << 20)
+        let mut bytes: Vec<u8> = (0..1u64 << 20)
             .map(|j| (j.wrapping_mul(i + 7) >> 5) as u8)
             .collect();
+        bytes[..40].copy_from_slice(&first_page_header(i, 1 << 20));
         std::fs::write(src.join(&name), bytes).expect("write");
         files.push(name);
     }
@@ -324,6 +343,7 @@ fn sigkill_during_expire_leaves_no_backup_without_its_wal_and_a_rerun_finishes()
         backups.push(name.clone());
         files.push(name);
     }
+    archive_support::init_from_segment(&template, &src.join(&files[0]));
     for f in &files {
         archive_support::push(&template, &src.join(f));
     }

@@ -318,10 +318,13 @@ fn scenario<R: Repo + ?Sized>(repo: &R, top: &Path, long: Long) {
     let primary = Cluster::builder()
         .wal_segsize_mb(1)
         .guc("archive_mode", "on")
-        .guc("archive_command", &push)
         .guc("wal_compression", "off")
         .start()
         .expect("start primary");
+    archive_support::init(repo, &primary.data_dir());
+    primary
+        .set_guc_and_reload("archive_command", &push)
+        .expect("archive_command");
     primary.pgbench_init(1).expect("pgbench -i");
     // WAL from before A: what expire may remove. Archived well before A starts, so that a
     // minimum age reaching back to A's start (by whole seconds, as S3 times go) leaves it.
