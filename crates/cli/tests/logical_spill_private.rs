@@ -410,6 +410,23 @@ fn two_clusters_with_the_same_slot_name_keep_their_spill_apart() {
         (!f.is_empty() || files_a.iter().any(|f| !f.exists())).then_some(f)
     });
     let mut wrong = Vec::new();
+    // Per user and per stream: the cache directory, system identifier and slot.
+    let system_a = a
+        .query_one("SELECT system_identifier FROM pg_control_system()")
+        .expect("system identifier");
+    let want_a = home
+        .path()
+        .join(".cache/pgcompress/spill")
+        .join(format!("{system_a}-s"));
+    let file_mode = std::fs::symlink_metadata(&files_a[0]).map_or(0, |m| m.mode() & 0o7777);
+    if dir_a != want_a || mode(&dir_a) != 0o700 || file_mode != 0o600 {
+        wrong.push(format!(
+            "A spills in {} (mode {:04o}, file {file_mode:04o}), not {} (0700, 0600)",
+            dir_a.display(),
+            mode(&dir_a),
+            want_a.display()
+        ));
+    }
     if let Some(gone) = files_a.iter().find(|f| !f.exists()) {
         wrong.push(format!(
             "A's spill file {} was deleted while its transaction was open",
