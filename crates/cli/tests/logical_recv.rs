@@ -411,6 +411,8 @@ fn sigterm_finishes_durably_and_a_restart_continues() {
     let o = logical_support::pgcompress()
         .args(["logical", "recv", "-d", &cluster.conninfo(), "--slot", "s2"])
         .args(["--publication", "p", "-o", "-", "--stop-at-lsn", &stop])
+        // Its spill directory in the test's, not in the home of whoever runs the tests.
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
         .output()
         .expect("stdout run");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -25,7 +25,7 @@ fn a_large_streamed_transaction_keeps_memory_bounded() {
     const ROWS: u64 = 1_500_000;
     let work_mem = 4 << 20;
     for spec in ["lz4", "zstd:1"] {
-        let dir = tempfile::tempdir().expect("tempdir");
+        let dir = private_tempdir().expect("tempdir");
         let mut config = AssemblerConfig::new(dir.path());
         config.work_mem = work_mem;
         config.spec = spec.parse().expect("spec");
@@ -76,4 +76,12 @@ fn a_large_streamed_transaction_keeps_memory_bounded() {
             "{spec}: peak RSS grew by {grew} bytes for {raw} raw"
         );
     }
+}
+
+/// A temporary directory closed to group and others, as a spill directory must be.
+fn private_tempdir() -> std::io::Result<tempfile::TempDir> {
+    use std::os::unix::fs::PermissionsExt;
+    tempfile::Builder::new()
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
 }

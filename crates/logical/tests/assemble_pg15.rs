@@ -109,7 +109,7 @@ struct Run {
 }
 
 fn assemble(rows: &[(Lsn, Vec<u8>)], streaming: Streaming, spec: &str, work_mem: usize) -> Run {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = private_tempdir().expect("tempdir");
     let mut config = AssemblerConfig::new(dir.path());
     config.work_mem = work_mem;
     config.spec = spec.parse().expect("spec");
@@ -237,4 +237,12 @@ fn streamed_and_spilled_equals_the_servers_whole_transactions() {
     for f in &figures {
         println!("  {f}");
     }
+}
+
+/// A temporary directory closed to group and others, as a spill directory must be.
+fn private_tempdir() -> std::io::Result<tempfile::TempDir> {
+    use std::os::unix::fs::PermissionsExt;
+    tempfile::Builder::new()
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
 }

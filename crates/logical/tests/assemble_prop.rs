@@ -196,7 +196,7 @@ proptest! {
         work_mem in prop_oneof![Just(0usize), Just(700), Just(20_000), Just(1 << 20)],
         spec in prop_oneof![Just("none"), Just("pglz"), Just("lz4"), Just("zstd:1")],
     ) {
-        let dir = tempfile::tempdir().expect("tempdir");
+        let dir = private_tempdir().expect("tempdir");
         let mut config = AssemblerConfig::new(dir.path());
         config.work_mem = work_mem;
         config.spec = spec.parse().expect("spec");
@@ -224,6 +224,19 @@ proptest! {
         prop_assert_eq!(st.memory_bytes, 0);
         prop_assert_eq!(st.files, 0);
         prop_assert_eq!(st.disk_bytes, 0);
-        prop_assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
+        // Nothing left but the directory's lock.
+        let left = std::fs::read_dir(dir.path())
+            .expect("dir")
+            .filter(|e| !e.as_ref().expect("entry").path().ends_with("pgcompress-spill.lock"))
+            .count();
+        prop_assert_eq!(left, 0);
     }
+}
+
+/// A temporary directory closed to group and others, as a spill directory must be.
+fn private_tempdir() -> std::io::Result<tempfile::TempDir> {
+    use std::os::unix::fs::PermissionsExt;
+    tempfile::Builder::new()
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
 }

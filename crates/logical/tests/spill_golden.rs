@@ -77,7 +77,7 @@ fn session() -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
 }
 
 fn bless(name: &str, spec: &str, msgs: &[Vec<u8>]) {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = private_tempdir().expect("tempdir");
     let mut config = AssemblerConfig::new(dir.path());
     config.work_mem = 8 * 1024;
     config.spec = spec.parse().expect("spec");
@@ -88,6 +88,7 @@ fn bless(name: &str, spec: &str, msgs: &[Vec<u8>]) {
     let files: Vec<_> = std::fs::read_dir(dir.path())
         .expect("dir")
         .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "spill"))
         .collect();
     assert_eq!(files.len(), 1);
     std::fs::copy(&files[0], golden_path(name)).expect("copy");
@@ -127,4 +128,12 @@ fn golden_spill_files_read_back() {
         let raw: usize = got.iter().map(Vec::len).sum();
         println!("{name}: {raw} raw bytes in {len} bytes");
     }
+}
+
+/// A temporary directory closed to group and others, as a spill directory must be.
+fn private_tempdir() -> std::io::Result<tempfile::TempDir> {
+    use std::os::unix::fs::PermissionsExt;
+    tempfile::Builder::new()
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
 }

@@ -65,7 +65,6 @@ pub fn assemble(
         proto_version: super::server::PROTO_VERSION,
         streaming: Streaming::On,
     };
-    std::fs::create_dir_all(spill_dir).io(|| format!("creating {}", spill_dir.display()))?;
     let file = std::fs::File::open(capture).io(|| format!("opening {}", capture.display()))?;
     let rss_reset = reset_peak_rss();
     let cpu_began = thread_cpu_s();

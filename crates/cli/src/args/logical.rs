@@ -26,7 +26,10 @@ PGSSLCERT, PGSSLKEY, PGCHANNELBINDING. Unix sockets never use TLS.\n\n\
 The role needs the REPLICATION attribute (or superuser), the server wal_level = logical, and the \
 publications must exist (CREATE PUBLICATION p FOR TABLE ...). Large transactions are streamed by the \
 server while in progress and held here, in memory up to --work-mem and then in compressed spill files \
-under --spill-dir, until they commit.\n\n\
+under --spill-dir, until they commit. Spill files hold rows not yet committed: the directory is created \
+0700 and its files 0600, and one that exists must belong to this account, be closed to group and others \
+(chmod 700) and lie below directories nobody else may change (exit 2 otherwise); one consumer per \
+directory.\n\n\
 Output: one JSON object per change, in commit order (wal2json format 2 style): action I/U/D/T/M, xid, \
 lsn (the commit LSN), timestamp, schema, table, columns [{name,type,value}], identity for updates and \
 deletes; B and C lines with --begin-commit.\n\n\
@@ -84,8 +87,10 @@ pub struct RecvArgs {
     /// stream's, or whose slot was re-created or moved on.
     #[arg(long)]
     pub start_over: bool,
-    /// Directory for spill files of large in-progress transactions [default: beside -o, or the
-    /// system temp directory].
+    /// Directory for spill files of large in-progress transactions, private to this account:
+    /// created 0700 (files 0600); an existing one must be yours and closed to group and others
+    /// [default: FILE.spill beside -o FILE; with -o -,
+    /// ~/.cache/pgcompress/spill/<system id>-<slot>].
     #[arg(long, value_name = "DIR")]
     pub spill_dir: Option<PathBuf>,
     /// Compression of spill files: lz4, zstd[:N], pglz or none.

@@ -95,7 +95,8 @@ impl CommittedTxn {
             match std::mem::replace(&mut self.disk, Disk::None) {
                 Disk::Unread(guard) => {
                     let path = guard.path().to_path_buf();
-                    let opened = File::open(&path)
+                    let opened = guard
+                        .reopen()
                         .map_err(AssembleError::io(&path))
                         .and_then(|f| {
                             SpillReader::new(BufReader::with_capacity(64 * 1024, f), path)

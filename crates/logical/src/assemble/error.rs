@@ -50,6 +50,33 @@ pub enum AssembleError {
         #[source]
         source: codec::CodecError,
     },
+    /// The spill directory is not private to the account that runs the store: a link, not a
+    /// directory, another account's, open to group or others, or below a directory someone
+    /// else may change.
+    #[error(
+        "spill directory {} {problem}: spill files hold rows of transactions not yet committed, \
+         so it must be a directory of uid {euid} closed to group and others (chmod 700 if it is \
+         yours, or remove it and it is created so), or choose another one (--spill-dir)",
+        path.display()
+    )]
+    UnsafeDir {
+        /// The directory.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: String,
+        /// The effective user id that runs the store.
+        euid: u32,
+    },
+    /// Another store holds the spill directory's lock: it would remove this one's files.
+    #[error(
+        "spill directory {} is in use by another consumer: give each consumer its own spill \
+         directory (--spill-dir)",
+        path.display()
+    )]
+    DirInUse {
+        /// The directory.
+        path: PathBuf,
+    },
     /// The compression specification cannot be used for spill files.
     #[error("spill compression {spec}: {reason}")]
     Spec {

@@ -31,6 +31,7 @@ pub use stats::{SpillStats, TxnStats};
 
 use crate::decoder::{Decoder, Message, Options};
 use crate::spill::counters::Counters;
+use crate::spill::dir::DirLock;
 use crate::Lsn;
 use committed::CommitInfo;
 use txn::{FileSpec, Txn};
@@ -53,7 +54,9 @@ pub const FILE_SUFFIX: &str = ".spill";
 pub struct AssemblerConfig {
     /// Bytes of changes all open transactions may hold in memory together.
     pub work_mem: usize,
-    /// Directory of the spill files (created if missing). One assembler per directory: it
+    /// Directory of the spill files: created 0700 if missing; one that exists must be a
+    /// directory of the effective user closed to group and others, below directories nobody
+    /// else may change (see [`crate::spill`]). One assembler per directory, which it locks: it
     /// removes the spill files it finds there when it starts.
     pub spill_dir: PathBuf,
     /// Compression of spill files: `lz4` (default), `zstd[:N]`, `pglz` or `none`.
@@ -91,7 +94,7 @@ pub enum Ready {
 /// use logical::{Assembler, AssemblerConfig, Decoder, Lsn, Message, Options, Ready, Streaming};
 /// let dir = tempfile::tempdir().unwrap();
 /// let options = Options { proto_version: 2, streaming: Streaming::On };
-/// let mut a = Assembler::new(AssemblerConfig::new(dir.path()), options).unwrap();
+/// let mut a = Assembler::new(AssemblerConfig::new(dir.path().join("spill")), options).unwrap();
 /// // Stream Start (xid 7, first segment), Truncate of relation 16384 by subxid 7, Stream Stop.
 /// a.push(Lsn(0x100), &[b'S', 0, 0, 0, 7, 1]).unwrap();
 /// a.push(Lsn(0x108), &[b'T', 0, 0, 0, 7, 0, 0, 0, 1, 0, 0, 0, 0x40, 0]).unwrap();
@@ -117,6 +120,9 @@ pub struct Assembler {
     memory: usize,
     received: u64,
     counters: Arc<Counters>,
+    /// The spill directory as checked (links above it resolved).
+    dir: PathBuf,
+    _lock: DirLock,
     next_file: u64,
     spills: u64,
 }
@@ -132,8 +138,10 @@ impl std::fmt::Debug for Assembler {
 }
 
 impl Assembler {
-    /// An assembler for a session negotiated with `options`. Creates `spill_dir` if needed and
-    /// removes leftover spill files of this store there (its own file names only).
+    /// An assembler for a session negotiated with `options`. Creates `spill_dir` (0700) if
+    /// needed, refuses it unless it is private to this account ([`AssembleError::UnsafeDir`])
+    /// or when another assembler holds it ([`AssembleError::DirInUse`]), and removes leftover
+    /// spill files of this store there (its own file names only).
     pub fn new(config: AssemblerConfig, options: Options) -> Result<Self, AssembleError> {
         if let Some(reason) = crate::spill::unsupported_reason(&config.spec) {
             return Err(AssembleError::Spec {
@@ -147,10 +155,9 @@ impl Assembler {
             reason: e.to_string(),
         })?;
         let decoder = Decoder::new(options)?;
-        let dir = &config.spill_dir;
-        std::fs::create_dir_all(dir).map_err(AssembleError::io(dir))?;
-        for entry in std::fs::read_dir(dir).map_err(AssembleError::io(dir))? {
-            let entry = entry.map_err(AssembleError::io(dir))?;
+        let (dir, lock) = crate::spill::dir::open_private(&config.spill_dir)?;
+        for entry in std::fs::read_dir(&dir).map_err(AssembleError::io(&dir))? {
+            let entry = entry.map_err(AssembleError::io(&dir))?;
             let name = entry.file_name();
             let name = name.to_string_lossy();
             if name.starts_with(FILE_PREFIX) && name.ends_with(FILE_SUFFIX) {
@@ -166,6 +173,8 @@ impl Assembler {
             memory: 0,
             received: 0,
             counters: Arc::new(Counters::default()),
+            dir,
+            _lock: lock,
             next_file: 0,
             spills: 0,
         })
@@ -338,18 +347,10 @@ impl Assembler {
         let Some(t) = self.txns.get_mut(&xid) else {
             return Ok(());
         };
-        let path = if t.file.is_none() {
-            self.next_file += 1;
-            self.config.spill_dir.join(format!(
-                "{FILE_PREFIX}{xid}-{}{FILE_SUFFIX}",
-                self.next_file
-            ))
-        } else {
-            PathBuf::new()
-        };
         let before = t.tail.len();
         let r = t.spill(FileSpec {
-            path,
+            dir: &self.dir,
+            next_file: &mut self.next_file,
             spec: &self.config.spec,
             counters: &self.counters,
         });

@@ -1,7 +1,7 @@
 //! One open transaction: its changes in memory (the tail), then in its spill file once memory
 //! is short, and where each subtransaction began so that its abort can cut both back.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 
 use codec::Spec;
@@ -32,7 +32,10 @@ struct Sub {
 
 /// Everything a new spill file needs.
 pub(crate) struct FileSpec<'a> {
-    pub path: PathBuf,
+    /// The spill directory.
+    pub dir: &'a Path,
+    /// Number of the last file created there.
+    pub next_file: &'a mut u64,
     pub spec: &'a Spec,
     pub counters: &'a Arc<Counters>,
 }
@@ -114,7 +117,8 @@ impl Txn {
         let file = match &mut self.file {
             Some(f) => f,
             None => self.file.insert(SpillWriter::create(
-                new_file.path,
+                new_file.dir,
+                new_file.next_file,
                 *new_file.spec,
                 self.xid,
                 Arc::clone(new_file.counters),

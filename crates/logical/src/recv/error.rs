@@ -139,15 +139,14 @@ pub enum RecvError {
         /// The output file.
         path: PathBuf,
     },
-    /// The spill directory could not be created.
-    #[error("creating spill directory {}", path.display())]
-    SpillDir {
-        /// The directory.
-        path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
-    },
+    /// With standard output and no spill directory given, there is no home directory for the
+    /// default one.
+    #[error(
+        "no home directory for the spill files of -o - (HOME and XDG_CACHE_HOME are not set, \
+         and the effective user has no home in the password database): choose a spill \
+         directory (--spill-dir)"
+    )]
+    NoSpillDir,
 }
 
 impl RecvError {

@@ -114,6 +114,7 @@ impl Recv {
         let ident = conn
             .identify_system()
             .map_err(RecvError::conn("IDENTIFY_SYSTEM"))?;
+        let system_id = ident.system_id.clone();
         let stream = StreamId::new(
             ident.system_id,
             ident.timeline,
@@ -178,19 +179,13 @@ impl Recv {
             "START_REPLICATION on slot {}",
             opts.slot
         )))?;
-        let sink = match &opts.output {
-            Output::Stdout => Sink::stdout(),
-            Output::File(p) => Sink::open(p, &stream, begin_at, opts.start_over)
-                .map_err(RecvError::output("opening the output"))?,
+        // The spill store first: a spill directory refused leaves the output as it was.
+        let spill_dir = match &opts.spill_dir {
+            Some(d) => d.clone(),
+            None => opts
+                .default_spill_dir(&system_id)
+                .ok_or(RecvError::NoSpillDir)?,
         };
-        let spill_dir = opts
-            .spill_dir
-            .clone()
-            .unwrap_or_else(|| opts.default_spill_dir());
-        std::fs::create_dir_all(&spill_dir).map_err(|source| RecvError::SpillDir {
-            path: spill_dir.clone(),
-            source,
-        })?;
         let asm = Assembler::new(
             AssemblerConfig {
                 work_mem: opts.work_mem,
@@ -199,10 +194,12 @@ impl Recv {
             },
             options,
         )
-        .map_err(RecvError::assemble(format!(
-            "opening the spill store in {}",
-            spill_dir.display()
-        )))?;
+        .map_err(RecvError::assemble("opening the spill store"))?;
+        let sink = match &opts.output {
+            Output::Stdout => Sink::stdout(),
+            Output::File(p) => Sink::open(p, &stream, begin_at, opts.start_over)
+                .map_err(RecvError::output("opening the output"))?,
+        };
         let decoder = Decoder::new(options).map_err(RecvError::decode("pgoutput options"))?;
         let now = Instant::now();
         Ok(Recv {

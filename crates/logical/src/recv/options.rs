@@ -89,16 +89,51 @@ impl RecvOptions {
         }
     }
 
-    /// The spill directory used when `spill_dir` is `None`: `FILE.spill` beside the output
-    /// file, or `pgcompress-spill-<slot>` in the system temporary directory for standard output.
-    pub fn default_spill_dir(&self) -> PathBuf {
+    /// The spill directory used when `spill_dir` is `None`, for the cluster whose system
+    /// identifier is `system_id`: one per user and per stream, at a name no other account can
+    /// take first. `FILE.spill` beside the output file (which continues one stream only); for
+    /// standard output, `pgcompress/spill/<system_id>-<slot>` in the user's cache directory
+    /// (`$XDG_CACHE_HOME`, else `~/.cache`, the home from `$HOME` or else the password
+    /// database). `None` when there is no home to put it in.
+    pub fn default_spill_dir(&self, system_id: &str) -> Option<PathBuf> {
         match &self.output {
-            Output::Stdout => std::env::temp_dir().join(format!("pgcompress-spill-{}", self.slot)),
+            Output::Stdout => {
+                // Digits and a slot name ([a-z0-9_]) as the server gives them; anything else
+                // could not leave the directory either.
+                let name: String = format!("{system_id}-{}", self.slot)
+                    .chars()
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() || c == '-' {
+                            c
+                        } else {
+                            '_'
+                        }
+                    })
+                    .collect();
+                Some(cache_dir()?.join("pgcompress").join("spill").join(name))
+            }
             Output::File(p) => {
                 let mut s = p.clone().into_os_string();
                 s.push(".spill");
-                PathBuf::from(s)
+                Some(PathBuf::from(s))
             }
         }
     }
+}
+
+/// The user's cache directory: `$XDG_CACHE_HOME` when it is an absolute path, else `.cache` in
+/// the home directory (`$HOME`, else the password database's entry for the effective user).
+fn cache_dir() -> Option<PathBuf> {
+    let absolute = |v: Option<std::ffi::OsString>| v.map(PathBuf::from).filter(|p| p.is_absolute());
+    if let Some(p) = absolute(std::env::var_os("XDG_CACHE_HOME")) {
+        return Some(p);
+    }
+    let home = absolute(std::env::var_os("HOME")).or_else(|| {
+        nix::unistd::User::from_uid(nix::unistd::geteuid())
+            .ok()
+            .flatten()
+            .map(|u| u.dir)
+            .filter(|p| p.is_absolute())
+    })?;
+    Some(home.join(".cache"))
 }

@@ -57,8 +57,23 @@
 //!
 //! A reader checks every size against hard caps before using it and every record against its
 //! checksum; anything wrong is [`crate::AssembleError::Corrupt`] naming the file and offset.
+//!
+//! # The directory
+//!
+//! Spill files hold rows of transactions that have not committed, and whoever can swap one for
+//! a file of valid records puts rows in the output: the directory is private, as PostgreSQL's
+//! `pg_replslot` (0700, files 0600). It is created 0700; one that exists must be a directory
+//! (not a link) of the effective user with no permission for group or others, and every
+//! directory above it must belong to root or to that user and be writable by nobody else
+//! unless sticky (`/tmp`), as OpenSSH's `StrictModes` checks a home; otherwise the store is
+//! refused with [`crate::AssembleError::UnsafeDir`] naming it. Files are created 0600 with
+//! `O_EXCL | O_NOFOLLOW` (a name already taken is passed over) and read back through the
+//! descriptor they were written with. A lock (`flock` on `pgcompress-spill.lock`) keeps a second
+//! store out of a directory in use ([`crate::AssembleError::DirInUse`]), since a store removes
+//! the leftover spill files it finds when it starts.
 
 pub(crate) mod counters;
+pub(crate) mod dir;
 mod reader;
 pub(crate) mod writer;
 

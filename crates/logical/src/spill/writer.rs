@@ -1,7 +1,7 @@
 //! Writes one transaction's spill file: records appended, the file cut back for a
 //! subtransaction abort, deleted when dropped.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -13,6 +13,7 @@ use super::{
     file_header, RecordHeader, FILE_HEADER_LEN, FRAME_MAX_RAW, STRATEGY_ONE_SHOT, STRATEGY_RAW,
     STRATEGY_STREAM, STRATEGY_STREAM_NEW,
 };
+use crate::assemble::{FILE_PREFIX, FILE_SUFFIX};
 use crate::AssembleError;
 
 /// How stream frames are written. Every record carries its own CRC-32C, so the LZ4 frame's
@@ -27,10 +28,13 @@ fn framing() -> codec::Framing {
         .linked_blocks(false)
 }
 
-/// A spill file's path and size; removes the file and takes it off the counters when dropped.
+/// A spill file: its path, the descriptor it was written through (and is read back through:
+/// the file is never opened again by name) and its size; removes the file and takes it off the
+/// counters when dropped.
 #[derive(Debug)]
 pub(crate) struct FileGuard {
     path: PathBuf,
+    file: File,
     len: u64,
     counters: Arc<Counters>,
 }
@@ -38,6 +42,13 @@ pub(crate) struct FileGuard {
 impl FileGuard {
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The file from its start, for reading back.
+    pub(crate) fn reopen(&self) -> std::io::Result<File> {
+        let mut f = self.file.try_clone()?;
+        f.seek(SeekFrom::Start(0))?;
+        Ok(f)
     }
 
     pub(crate) fn len(&self) -> u64 {
@@ -88,7 +99,6 @@ struct Frame {
 /// Appends records to one spill file.
 pub(crate) struct SpillWriter {
     guard: FileGuard,
-    file: File,
     spec: Spec,
     block: Option<BlockCompressor>,
     frame: Option<Frame>,
@@ -96,33 +106,45 @@ pub(crate) struct SpillWriter {
 }
 
 impl SpillWriter {
-    /// Creates `path` (which must not exist) for `xid` and writes the file header.
+    /// Creates a new file for `xid` in `dir` (`pgcompress-spill-<xid>-<n>.spill`, the first
+    /// `n` after `next_file` whose name is free: a name already taken, by a link or anything
+    /// else, is passed over, never opened) and writes the file header.
     pub(crate) fn create(
-        path: PathBuf,
+        dir: &Path,
+        next_file: &mut u64,
         spec: Spec,
         xid: u32,
         counters: Arc<Counters>,
     ) -> Result<SpillWriter, AssembleError> {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(AssembleError::io(&path))?;
+        let mut taken = 0;
+        let (path, file) = loop {
+            *next_file += 1;
+            let path = dir.join(format!("{FILE_PREFIX}{xid}-{}{FILE_SUFFIX}", *next_file));
+            match super::dir::create_file(&path) {
+                Ok(f) => break (path, f),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && taken < 100 => {
+                    taken += 1;
+                }
+                Err(e) => return Err(AssembleError::io(&path)(e)),
+            }
+        };
         Counters::add(&counters.files, 1);
         Counters::add(&counters.spilled_txns, 1);
         let mut guard = FileGuard {
             path,
+            file,
             len: 0,
             counters,
         };
-        file.write_all(&file_header(&spec, xid))
+        guard
+            .file
+            .write_all(&file_header(&spec, xid))
             .map_err(AssembleError::io(&guard.path))?;
         guard.len = FILE_HEADER_LEN as u64;
         Counters::add(&guard.counters.disk_bytes, guard.len);
         Counters::add(&guard.counters.disk_written_bytes, guard.len);
         Ok(SpillWriter {
             guard,
-            file,
             spec,
             block: None,
             frame: None,
@@ -166,9 +188,9 @@ impl SpillWriter {
     /// Cuts the file back to `len` (a record boundary where a frame began).
     pub(crate) fn truncate(&mut self, len: u64) -> Result<(), AssembleError> {
         let len = len.clamp(FILE_HEADER_LEN as u64, self.guard.len);
-        self.file
-            .set_len(len)
-            .and_then(|()| self.file.seek(SeekFrom::Start(len)).map(drop))
+        let file = &mut self.guard.file;
+        file.set_len(len)
+            .and_then(|()| file.seek(SeekFrom::Start(len)).map(drop))
             .map_err(AssembleError::io(&self.guard.path))?;
         Counters::sub(&self.guard.counters.disk_bytes, self.guard.len - len);
         self.guard.len = len;
@@ -276,9 +298,9 @@ impl SpillWriter {
                     len: raw.len(),
                 },
             })?;
-        self.file
-            .write_all(&header.encode())
-            .and_then(|()| self.file.write_all(body))
+        let file = &mut self.guard.file;
+        file.write_all(&header.encode())
+            .and_then(|()| file.write_all(body))
             .map_err(AssembleError::io(&self.guard.path))?;
         let n = (super::RECORD_HEADER_LEN + body.len()) as u64;
         self.guard.len += n;
