@@ -38,6 +38,8 @@ fn cluster() -> Cluster {
 fn config(c: &Cluster, user: &str, password: Option<&str>) -> ConnConfig {
     ConnConfig {
         host: Host::Unix(c.socket_dir()),
+        hostaddr: None,
+        connect_timeout: None,
         port: c.port(),
         user: user.into(),
         dbname: "postgres".into(),
