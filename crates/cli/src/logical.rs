@@ -79,7 +79,10 @@ fn recv(args: RecvArgs) -> Result<ExitCode> {
         // A stop asked for before the stream began: as a stop during it, status 0; the
         // output was not opened yet, and a slot creation under way was cancelled.
         Err(e) if e.stopped() => {
-            eprintln!("pgcompress: logical recv: {:#}; nothing written", anyhow::Error::from(e));
+            eprintln!(
+                "pgcompress: logical recv: {:#}; nothing written",
+                anyhow::Error::from(e)
+            );
             return Ok(ExitCode::SUCCESS);
         }
         Err(e) => return Err(e.into()),

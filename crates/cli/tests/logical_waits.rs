@@ -89,7 +89,10 @@ fn stderr(o: &Output) -> String {
 fn timed_out(o: &Output, what: &str) {
     let e = stderr(o);
     assert_eq!(o.status.code(), Some(2), "{what}: {e}");
-    assert!(e.contains("timeout") || e.contains("timed out"), "{what}: {e}");
+    assert!(
+        e.contains("timeout") || e.contains("timed out"),
+        "{what}: {e}"
+    );
     assert_eq!(e.trim_end().lines().count(), 1, "{what}: {e}");
 }
 
@@ -146,7 +149,12 @@ fn sigterm_and_sigint_end_a_wait_on_a_silent_peer() {
             std::thread::sleep(Duration::from_millis(700));
             kill(&child, signal);
             let (o, took) = finish(child, &format!("SIG{signal}, {tls}"));
-            assert_eq!(o.status.code(), Some(0), "SIG{signal} {tls}: {}", stderr(&o));
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "SIG{signal} {tls}: {}",
+                stderr(&o)
+            );
             assert!(took < Duration::from_secs(10), "SIG{signal}: {took:?}");
             assert!(!out.exists(), "nothing written");
             assert!(!dir.path().join("out.jsonl.state").exists());
@@ -176,9 +184,9 @@ fn sigterm_cancels_a_create_slot_that_waits_for_an_open_transaction() {
     stdin.flush().expect("flush");
     cluster
         .wait_until("the open transaction", Duration::from_secs(30), || {
-            Ok(cluster.query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE backend_xid IS NOT NULL",
-            )? == "1")
+            Ok(cluster
+                .query_one("SELECT count(*) FROM pg_stat_activity WHERE backend_xid IS NOT NULL")?
+                == "1")
         })
         .expect("open transaction");
 

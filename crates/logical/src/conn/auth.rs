@@ -102,9 +102,12 @@ pub(super) fn startup(conn: &mut Connection, config: &ConnConfig) -> Result<(), 
     let mut scram: Option<ScramSha256> = None;
     let mut plus = false;
     let mut scram_done = false;
-    let what = "waiting for the server to log this client in";
+    let what = match &conn.peer {
+        Some(p) => format!("{p}: waiting for the server to log this client in"),
+        None => "waiting for the server to log this client in".to_owned(),
+    };
     loop {
-        let f = conn.read_frame_blocking(what)?;
+        let f = conn.read_frame_blocking(&what)?;
         match f.parse()? {
             Message::AuthenticationOk => {
                 if scram.is_some() && !scram_done {

@@ -816,7 +816,10 @@ mod tests {
         assert_eq!(d, c);
         // An address alone: no name to verify a certificate against.
         let c = ConnConfig::parse("hostaddr=::1", &env()).unwrap();
-        assert_eq!((c.host.clone(), c.tls_name()), (Host::Tcp(String::new()), None));
+        assert_eq!(
+            (c.host.clone(), c.tls_name()),
+            (Host::Tcp(String::new()), None)
+        );
         assert_eq!(c.socket_path(), None);
         // A socket directory with an address: TCP to the address.
         let c = ConnConfig::parse("host=/tmp hostaddr=127.0.0.1", &env()).unwrap();
@@ -832,11 +835,21 @@ mod tests {
         assert_eq!(c.hostaddr, Some("10.0.0.1".parse().unwrap()));
         // The password file is searched for the name, else the address.
         let c = ConnConfig::parse("host=db.example hostaddr=10.0.0.1 user=u", &env()).unwrap();
-        assert_eq!(c.passfile_lookup("db.example:*:*:u:byname\n").as_deref(), Some("byname"));
+        assert_eq!(
+            c.passfile_lookup("db.example:*:*:u:byname\n").as_deref(),
+            Some("byname")
+        );
         assert_eq!(c.passfile_lookup("10.0.0.1:*:*:u:byaddr\n"), None);
         let c = ConnConfig::parse("hostaddr=10.0.0.1 user=u", &env()).unwrap();
-        assert_eq!(c.passfile_lookup("10.0.0.1:*:*:u:byaddr\n").as_deref(), Some("byaddr"));
-        for bad in ["hostaddr=db.example", "hostaddr=10.0.0.1,10.0.0.2", "host=a,b"] {
+        assert_eq!(
+            c.passfile_lookup("10.0.0.1:*:*:u:byaddr\n").as_deref(),
+            Some("byaddr")
+        );
+        for bad in [
+            "hostaddr=db.example",
+            "hostaddr=10.0.0.1,10.0.0.2",
+            "host=a,b",
+        ] {
             assert!(ConnConfig::parse(bad, &env()).is_err(), "{bad}");
         }
     }

@@ -77,7 +77,7 @@ pub enum ConnError {
     },
     /// The stop flag was raised (SIGINT, SIGTERM) while waiting for the server; a command in
     /// progress was cancelled.
-    #[error("stopped while {0}")]
+    #[error("stopped by a signal ({0})")]
     Stopped(String),
 }
 

@@ -54,11 +54,20 @@ pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 /// The longest a CancelRequest may take to deliver: it is a courtesy on the way out.
 const CANCEL_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Where the server was reached, for a CancelRequest.
+/// Where the server was reached, for a CancelRequest and for what an error says.
 #[derive(Debug, Clone)]
 enum Peer {
     Tcp(SocketAddr),
     Unix(PathBuf),
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Peer::Tcp(a) => write!(f, "{a}"),
+            Peer::Unix(p) => write!(f, "{}", p.display()),
+        }
+    }
 }
 
 enum Stream {
@@ -236,9 +245,7 @@ impl Connection {
                 Err(e) => return Err(e),
             }
         }
-        Err(last.unwrap_or_else(|| {
-            ConnError::Config(format!("host \"{name}\" has no address"))
-        }))
+        Err(last.unwrap_or_else(|| ConnError::Config(format!("host \"{name}\" has no address"))))
     }
 
     /// Connects to one address, TLS as `sslmode` says, within one `connect_timeout`.
@@ -396,8 +403,8 @@ impl Connection {
                 Ok(_) => {}
                 Err(e) if is_wait(&e) => {}
                 Err(e) => {
-                // Tell the server why (the alert rustls queued); it is hanging up anyway.
-                let _ = session.write_tls(&mut tcp);
+                    // Tell the server why (the alert rustls queued); it is hanging up anyway.
+                    let _ = session.write_tls(&mut tcp);
                     return Err(handshake_failed(tls::handshake_error(
                         &e,
                         host,

@@ -112,7 +112,9 @@ impl Waits {
                 Ok(Err(e)) => return Err(ConnError::io(what)(e)),
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err(ConnError::Protocol(format!("{what}: the connect thread died")))
+                    return Err(ConnError::Protocol(format!(
+                        "{what}: the connect thread died"
+                    )))
                 }
             }
         }
@@ -132,7 +134,10 @@ mod tests {
         assert!(soon.slice("x").unwrap() <= Duration::from_millis(30));
         std::thread::sleep(Duration::from_millis(40));
         let e = soon.slice("reading").unwrap_err().to_string();
-        assert!(e.contains("timeout") && e.contains("connect_timeout"), "{e}");
+        assert!(
+            e.contains("timeout") && e.contains("connect_timeout"),
+            "{e}"
+        );
         flag.store(true, Ordering::SeqCst);
         assert!(matches!(w.slice("x"), Err(ConnError::Stopped(_))));
     }
