@@ -73,7 +73,20 @@ fn recv(args: RecvArgs) -> Result<ExitCode> {
         .map(wire::net::scrape::bind)
         .transpose()?;
     let terminal = std::io::stderr().is_terminal();
-    let mut r = Recv::start(&config, options(&args, terminal || scrape.is_some()))?;
+    let opts = options(&args, terminal || scrape.is_some());
+    let mut r = match Recv::start_until(&config, opts, Some(Arc::clone(&stop))) {
+        Ok(r) => r,
+        // A stop asked for before the stream began: as a stop during it, status 0; the
+        // output was not opened yet, and a slot creation under way was cancelled.
+        Err(e) if e.stopped() => {
+            eprintln!(
+                "pgcompress: logical recv: {:#}; nothing written",
+                anyhow::Error::from(e)
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(e) => return Err(e.into()),
+    };
     // What the last progress report said, for the metrics endpoint.
     let latest = Arc::new(Mutex::new(r.progress()));
     if let Some(listener) = scrape {

@@ -575,3 +575,45 @@ fn channel_binding_and_client_certificates() {
     assert_eq!(inserts, 20_000);
     eprintln!("20000 inserts over TLS through {timeouts} read timeouts of 1 ms");
 }
+
+/// `hostaddr` is where to connect and `host` the name the certificate must carry, as in libpq:
+/// the server's certificate names localhost and 127.0.0.1, not 127.0.0.2.
+#[test]
+fn hostaddr_is_where_verify_full_connects_and_host_what_it_checks() {
+    let (cluster, pki) = tls_cluster();
+    let env = Env {
+        home: Some(pki.s("home")),
+        ..Env::default()
+    };
+    let ca = pki.s("ca.crt");
+    let connect = |hosts: &str| {
+        let config = ConnConfig::parse(
+            &conninfo(
+                &cluster,
+                "",
+                "repl",
+                &format!("{hosts} sslmode=verify-full sslrootcert={ca}"),
+            )
+            .replacen("host= ", "", 1),
+            &env,
+        )
+        .unwrap_or_else(|e| panic!("{hosts}: {e}"));
+        Connection::connect(&config)
+    };
+    // The name verifies though the address would not.
+    let mut conn = connect("host=localhost hostaddr=127.0.0.2").expect("by name, at .2");
+    let addr = conn
+        .simple_query("SELECT inet_server_addr()")
+        .expect("server address");
+    assert_eq!(addr, vec![vec![Some("127.0.0.2".to_owned())]]);
+    // The address would verify, the name does not.
+    let e = connect("host=not-the-server.invalid hostaddr=127.0.0.1")
+        .err()
+        .expect("a name the certificate does not carry");
+    assert!(e.to_string().contains("not-the-server.invalid"), "{e}");
+    // No name at all: nothing to check the certificate against.
+    let e = connect("hostaddr=127.0.0.1")
+        .err()
+        .expect("verify-full without host");
+    assert!(e.to_string().contains("host="), "{e}");
+}

@@ -38,6 +38,8 @@ fn cluster() -> Cluster {
 fn config(c: &Cluster, user: &str, password: Option<&str>) -> ConnConfig {
     ConnConfig {
         host: Host::Unix(c.socket_dir()),
+        hostaddr: None,
+        connect_timeout: None,
         port: c.port(),
         user: user.into(),
         dbname: "postgres".into(),
@@ -58,7 +60,7 @@ fn every_authentication_method_and_the_password_file() {
     ] {
         let mut conn =
             Connection::connect(&config(&c, user, pw)).unwrap_or_else(|e| panic!("{user}: {e}"));
-        assert_eq!(conn.server_major(), Some(15));
+        assert_eq!(conn.server_major().expect("server_version"), 15);
         let sys = conn.identify_system().expect("IDENTIFY_SYSTEM");
         assert_eq!(sys.dbname.as_deref(), Some("postgres"));
         assert!(sys.xlogpos > Lsn::INVALID);

@@ -22,7 +22,16 @@ pgcompress logical recv -d 'host=db1 dbname=shop' --slot cdc --publication p -o 
 TLS as libpq: sslmode disable, allow, prefer (default), require, verify-ca or verify-full; \
 sslrootcert (default ~/.postgresql/root.crt, or system), sslcert and sslkey for a client \
 certificate, channel_binding disable, prefer (default) or require; PGSSLMODE, PGSSLROOTCERT, \
-PGSSLCERT, PGSSLKEY, PGCHANNELBINDING. Unix sockets never use TLS.\n\n\
+PGSSLCERT, PGSSLKEY, PGCHANNELBINDING. Unix sockets never use TLS. hostaddr is the address \
+connected to; host stays the name verify-full checks.\n\n\
+Timeouts: connecting and logging in take at most connect_timeout seconds (or PGCONNECT_TIMEOUT) \
+per address tried, as libpq (unset or 0: no limit; 1 counts as 2); IDENTIFY_SYSTEM, the slot \
+lookup and START_REPLICATION must answer within 60 s (or connect_timeout, when longer); \
+--create-slot waits for transactions open on the server as long as they last. A timeout is an \
+error (exit 2).\n\n\
+Signals: SIGINT/SIGTERM end the command promptly at any stage, exit 0. Before the stream starts \
+(connecting, --create-slot waiting) the command under way is cancelled on the server and -o FILE \
+is not touched.\n\n\
 The role needs the REPLICATION attribute (or superuser), the server wal_level = logical, and the \
 publications must exist (CREATE PUBLICATION p FOR TABLE ...). Large transactions are streamed by the \
 server while in progress and held here, in memory up to --work-mem and then in compressed spill files \
@@ -45,7 +54,7 @@ missing), or whose --start is past it, is refused before anything is touched: ex
 unchanged. --start-over empties FILE and begins again. Not detected: a copy of the cluster's data \
 directory (same system identifier and timeline), and publications changed under the same names. A state \
 written by an older pgcompress (no stream recorded) is refused too: move the file aside or --start-over.\n\n\
-Exit status: 0 done (signal, --stop-at-lsn, --idle-exit, or the server ended the stream); 2 error.";
+Exit status: 0 done (a signal at any stage, --stop-at-lsn, --idle-exit, or the server ended the stream); 2 error.";
 
 #[derive(Subcommand, Debug)]
 pub enum LogicalCommand {
@@ -56,9 +65,10 @@ pub enum LogicalCommand {
 
 #[derive(Args, Debug)]
 pub struct RecvArgs {
-    /// Connection: libpq key=value string or postgresql:// URI (sslmode and the other TLS
-    /// keys included); PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD, PGPASSFILE and
-    /// PGSSLMODE fill what it leaves out.
+    /// Connection: libpq key=value string or postgresql:// URI (hostaddr, connect_timeout,
+    /// sslmode and the other TLS keys included); PGHOST, PGHOSTADDR, PGPORT, PGUSER,
+    /// PGDATABASE, PGPASSWORD, PGPASSFILE, PGCONNECT_TIMEOUT and PGSSLMODE fill what it leaves
+    /// out.
     #[arg(short = 'd', long, value_name = "CONNINFO", default_value = "")]
     pub dbname: String,
     /// The logical replication slot (pgoutput).

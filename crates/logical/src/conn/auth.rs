@@ -102,8 +102,12 @@ pub(super) fn startup(conn: &mut Connection, config: &ConnConfig) -> Result<(), 
     let mut scram: Option<ScramSha256> = None;
     let mut plus = false;
     let mut scram_done = false;
+    let what = match &conn.peer {
+        Some(p) => format!("{p}: waiting for the server to log this client in"),
+        None => "waiting for the server to log this client in".to_owned(),
+    };
     loop {
-        let f = conn.read_frame_blocking()?;
+        let f = conn.read_frame_blocking(&what)?;
         match f.parse()? {
             Message::AuthenticationOk => {
                 if scram.is_some() && !scram_done {
@@ -182,7 +186,10 @@ pub(super) fn startup(conn: &mut Connection, config: &ConnConfig) -> Result<(), 
             }
             Message::ErrorResponse(body) => return Err(server_error(&body)),
             Message::ReadyForQuery(_) => return Ok(()),
-            Message::BackendKeyData(_) | Message::NoticeResponse(_) => {}
+            Message::BackendKeyData(k) => {
+                conn.backend_key = Some((k.process_id(), k.secret_key()));
+            }
+            Message::NoticeResponse(_) => {}
             _ => {
                 return Err(ConnError::Auth(format!(
                     "unsupported authentication request or message '{}' during start-up",

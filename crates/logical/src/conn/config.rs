@@ -1,11 +1,13 @@
 //! Connection settings as libpq takes them (`libpq.sgml` "Connection Strings" and
 //! "Environment Variables"): a `key=value` conninfo string or a `postgresql://` URI, with
-//! `PGHOST`, `PGPORT`, `PGUSER`, `PGDATABASE`, `PGPASSWORD`, `PGPASSFILE` and the TLS
-//! variables (`PGSSLMODE`, `PGSSLROOTCERT`, `PGSSLCERT`, `PGSSLKEY`, `PGCHANNELBINDING`)
-//! filling what the string leaves out, and the password file (`~/.pgpass`) as the last
-//! resort for a password.
+//! `PGHOST`, `PGHOSTADDR`, `PGPORT`, `PGUSER`, `PGDATABASE`, `PGPASSWORD`, `PGPASSFILE`,
+//! `PGCONNECT_TIMEOUT` and the TLS variables (`PGSSLMODE`, `PGSSLROOTCERT`, `PGSSLCERT`,
+//! `PGSSLKEY`, `PGCHANNELBINDING`) filling what the string leaves out, and the password file
+//! (`~/.pgpass`) as the last resort for a password.
 
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use super::ConnError;
 
@@ -23,11 +25,23 @@ pub enum Host {
     Unix(PathBuf),
 }
 
+/// The shortest `connect_timeout` libpq honours: 1 s is taken as 2 s (`fe-connect.c`), so a
+/// timer's granularity cannot end a connection attempt at once.
+pub const MIN_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Everything needed to open a connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnConfig {
-    /// Where the server is.
+    /// Where the server is, by name: the name a `verify-full` certificate must carry and the
+    /// password file is searched for. `Host::Tcp("")` when only `hostaddr` was given.
     pub host: Host,
+    /// `hostaddr`: the address to connect to instead of looking `host` up (a TCP connection
+    /// even when `host` is a socket directory), as in libpq.
+    pub hostaddr: Option<IpAddr>,
+    /// `connect_timeout` (or `PGCONNECT_TIMEOUT`): the longest one attempt to connect and log
+    /// in may take, per address tried; `None` waits as long as it takes (0, negative or unset,
+    /// as in libpq), and less than 2 s is 2 s.
+    pub connect_timeout: Option<Duration>,
     /// Its port (for Unix sockets, it names the socket file).
     pub port: u16,
     /// The role to log in as.
@@ -164,6 +178,10 @@ impl Default for TlsConfig {
 pub struct Env {
     /// `PGHOST`
     pub host: Option<String>,
+    /// `PGHOSTADDR`
+    pub hostaddr: Option<String>,
+    /// `PGCONNECT_TIMEOUT`
+    pub connect_timeout: Option<String>,
     /// `PGPORT`
     pub port: Option<String>,
     /// `PGUSER`
@@ -198,6 +216,8 @@ impl Env {
         let v = |k: &str| std::env::var(k).ok().filter(|s| !s.is_empty());
         Env {
             host: v("PGHOST"),
+            hostaddr: v("PGHOSTADDR"),
+            connect_timeout: v("PGCONNECT_TIMEOUT"),
             port: v("PGPORT"),
             user: v("PGUSER"),
             dbname: v("PGDATABASE"),
@@ -218,6 +238,8 @@ impl Env {
 #[derive(Default)]
 struct Raw {
     host: Option<String>,
+    hostaddr: Option<String>,
+    connect_timeout: Option<String>,
     port: Option<String>,
     user: Option<String>,
     dbname: Option<String>,
@@ -234,7 +256,9 @@ struct Raw {
 impl Raw {
     fn set(&mut self, key: &str, value: String) -> Result<(), ConnError> {
         let slot = match key {
-            "host" | "hostaddr" => &mut self.host,
+            "host" => &mut self.host,
+            "hostaddr" => &mut self.hostaddr,
+            "connect_timeout" => &mut self.connect_timeout,
             "port" => &mut self.port,
             "user" => &mut self.user,
             "dbname" => &mut self.dbname,
@@ -255,8 +279,7 @@ impl Raw {
                 )))
             }
             // Accepted and ignored.
-            "connect_timeout"
-            | "client_encoding"
+            "client_encoding"
             | "options"
             | "fallback_application_name"
             | "keepalives"
@@ -287,14 +310,32 @@ impl ConnConfig {
             parse_keywords(s)?
         };
         let tls = tls_config(&raw, env)?;
-        let host_s = raw
-            .host
-            .or_else(|| env.host.clone())
-            .unwrap_or_else(|| DEFAULT_SOCKET_DIR.to_owned());
-        let host = if host_s.starts_with('/') {
-            Host::Unix(PathBuf::from(&host_s))
-        } else {
-            Host::Tcp(host_s)
+        let hostaddr = match raw.hostaddr.or_else(|| env.hostaddr.clone()) {
+            None => None,
+            Some(a) => {
+                refuse_list("hostaddr", &a)?;
+                Some(a.trim().parse::<IpAddr>().map_err(|_| {
+                    ConnError::Config(format!(
+                        "invalid hostaddr \"{a}\": it takes a numeric IPv4 or IPv6 address; \
+                         give a name as host="
+                    ))
+                })?)
+            }
+        };
+        let host_s = raw.host.or_else(|| env.host.clone());
+        if let Some(h) = &host_s {
+            refuse_list("host", h)?;
+        }
+        let host = match host_s {
+            Some(h) if h.starts_with('/') => Host::Unix(PathBuf::from(&h)),
+            Some(h) => Host::Tcp(h),
+            // With only an address there is no name to verify a certificate against.
+            None if hostaddr.is_some() => Host::Tcp(String::new()),
+            None => Host::Unix(PathBuf::from(DEFAULT_SOCKET_DIR)),
+        };
+        let connect_timeout = match raw.connect_timeout.or_else(|| env.connect_timeout.clone()) {
+            None => None,
+            Some(t) => connect_timeout(&t)?,
         };
         let port = match raw.port.or_else(|| env.port.clone()) {
             None => DEFAULT_PORT,
@@ -313,6 +354,8 @@ impl ConnConfig {
             .unwrap_or_else(|| user.clone());
         let mut config = ConnConfig {
             host,
+            hostaddr,
+            connect_timeout,
             port,
             user,
             dbname,
@@ -342,9 +385,13 @@ impl ConnConfig {
     /// The password of the first matching `host:port:database:user:password` line
     /// (`*` matches anything, `\` escapes `:` and `\`); Unix sockets match `localhost`.
     pub fn passfile_lookup(&self, text: &str) -> Option<String> {
-        let host = match &self.host {
-            Host::Tcp(h) => h.as_str(),
-            Host::Unix(_) => "localhost",
+        // libpq (`fe-connect.c`): the name, else the address, else localhost for a socket.
+        let addr = self.hostaddr.map(|a| a.to_string());
+        let host = match (&self.host, &addr) {
+            (Host::Tcp(h), Some(a)) if h.is_empty() => a.as_str(),
+            (Host::Tcp(h), _) => h.as_str(),
+            (Host::Unix(_), Some(a)) => a.as_str(),
+            (Host::Unix(_), None) => "localhost",
         };
         let port = self.port.to_string();
         let want = [
@@ -372,13 +419,46 @@ impl ConnConfig {
         None
     }
 
-    /// The socket file for a Unix host.
+    /// The socket file for a Unix host (none when `hostaddr` makes it TCP).
     pub fn socket_path(&self) -> Option<PathBuf> {
         match &self.host {
-            Host::Unix(dir) => Some(dir.join(format!(".s.PGSQL.{}", self.port))),
-            Host::Tcp(_) => None,
+            Host::Unix(dir) if self.hostaddr.is_none() => {
+                Some(dir.join(format!(".s.PGSQL.{}", self.port)))
+            }
+            _ => None,
         }
     }
+
+    /// The name a certificate must carry under `verify-full`: `host` when it is a TCP name or
+    /// address (never `hostaddr`), `None` when there is none.
+    pub fn tls_name(&self) -> Option<&str> {
+        match &self.host {
+            Host::Tcp(h) if !h.is_empty() => Some(h),
+            _ => None,
+        }
+    }
+}
+
+/// libpq's `connect_timeout`: whole seconds; zero or negative waits forever; under 2 is 2.
+fn connect_timeout(s: &str) -> Result<Option<Duration>, ConnError> {
+    let secs: i64 = s.trim().parse().map_err(|_| {
+        ConnError::Config(format!(
+            "invalid connect_timeout \"{s}\": give whole seconds, like connect_timeout=10 \
+             (0 waits forever)"
+        ))
+    })?;
+    Ok((secs > 0).then(|| Duration::from_secs(secs as u64).max(MIN_CONNECT_TIMEOUT)))
+}
+
+/// libpq takes comma-separated lists of hosts and tries each in turn; this client connects
+/// to one, and says so rather than look the whole list up as one name.
+fn refuse_list(key: &str, value: &str) -> Result<(), ConnError> {
+    if value.contains(',') {
+        return Err(ConnError::Config(format!(
+            "{key}={value}: this client connects to one host; give one {key}"
+        )));
+    }
+    Ok(())
 }
 
 /// The TLS settings: the string, then the environment, then libpq's defaults (files under
@@ -696,6 +776,82 @@ mod tests {
             ConnConfig::parse("", &env()).unwrap().tls,
             TlsConfig::default()
         );
+    }
+
+    #[test]
+    fn connect_timeout_as_libpq() {
+        let t = |s: &str, e: &Env| ConnConfig::parse(s, e).map(|c| c.connect_timeout);
+        assert_eq!(t("", &env()).unwrap(), None);
+        assert_eq!(t("connect_timeout=0", &env()).unwrap(), None);
+        assert_eq!(t("connect_timeout=-3", &env()).unwrap(), None);
+        assert_eq!(
+            t("connect_timeout=1", &env()).unwrap(),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(
+            t("connect_timeout=10", &env()).unwrap(),
+            Some(Duration::from_secs(10))
+        );
+        assert!(t("connect_timeout=2.5", &env()).is_err());
+        assert!(t("connect_timeout=soon", &env()).is_err());
+        let e = Env {
+            connect_timeout: Some("7".into()),
+            ..env()
+        };
+        assert_eq!(t("", &e).unwrap(), Some(Duration::from_secs(7)));
+        assert_eq!(
+            t("postgresql://h/d?connect_timeout=3", &e).unwrap(),
+            Some(Duration::from_secs(3))
+        );
+    }
+
+    #[test]
+    fn hostaddr_is_where_to_connect_and_host_the_name() {
+        let c = ConnConfig::parse("host=db.example hostaddr=192.0.2.7", &env()).unwrap();
+        assert_eq!(c.host, Host::Tcp("db.example".into()));
+        assert_eq!(c.hostaddr, Some("192.0.2.7".parse().unwrap()));
+        assert_eq!(c.tls_name(), Some("db.example"));
+        // Whichever comes first.
+        let d = ConnConfig::parse("hostaddr=192.0.2.7 host=db.example", &env()).unwrap();
+        assert_eq!(d, c);
+        // An address alone: no name to verify a certificate against.
+        let c = ConnConfig::parse("hostaddr=::1", &env()).unwrap();
+        assert_eq!(
+            (c.host.clone(), c.tls_name()),
+            (Host::Tcp(String::new()), None)
+        );
+        assert_eq!(c.socket_path(), None);
+        // A socket directory with an address: TCP to the address.
+        let c = ConnConfig::parse("host=/tmp hostaddr=127.0.0.1", &env()).unwrap();
+        assert_eq!((c.socket_path(), c.tls_name()), (None, None));
+        // PGHOSTADDR pairs with PGHOST.
+        let e = Env {
+            host: Some("db.example".into()),
+            hostaddr: Some("10.0.0.1".into()),
+            ..env()
+        };
+        let c = ConnConfig::parse("", &e).unwrap();
+        assert_eq!(c.tls_name(), Some("db.example"));
+        assert_eq!(c.hostaddr, Some("10.0.0.1".parse().unwrap()));
+        // The password file is searched for the name, else the address.
+        let c = ConnConfig::parse("host=db.example hostaddr=10.0.0.1 user=u", &env()).unwrap();
+        assert_eq!(
+            c.passfile_lookup("db.example:*:*:u:byname\n").as_deref(),
+            Some("byname")
+        );
+        assert_eq!(c.passfile_lookup("10.0.0.1:*:*:u:byaddr\n"), None);
+        let c = ConnConfig::parse("hostaddr=10.0.0.1 user=u", &env()).unwrap();
+        assert_eq!(
+            c.passfile_lookup("10.0.0.1:*:*:u:byaddr\n").as_deref(),
+            Some("byaddr")
+        );
+        for bad in [
+            "hostaddr=db.example",
+            "hostaddr=10.0.0.1,10.0.0.2",
+            "host=a,b",
+        ] {
+            assert!(ConnConfig::parse(bad, &env()).is_err(), "{bad}");
+        }
     }
 
     #[test]

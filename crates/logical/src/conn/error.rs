@@ -1,6 +1,7 @@
 //! Errors of the replication connection.
 
 use std::io;
+use std::time::Duration;
 
 /// Why the connection or a replication command failed.
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +64,21 @@ pub enum ConnError {
     /// The server closed the connection.
     #[error("the server closed the connection")]
     Closed,
+    /// The server did not answer in time: `connect_timeout` passed while connecting and
+    /// logging in, or a command before streaming went unanswered.
+    #[error("timeout: {what}: no answer within {} s{}", after.as_secs(), setting.map(|s| format!(" ({s})")).unwrap_or_default())]
+    Timeout {
+        /// What was being waited for.
+        what: String,
+        /// How long it waited.
+        after: Duration,
+        /// The setting that bounds the wait, when the user gave one.
+        setting: Option<&'static str>,
+    },
+    /// The stop flag was raised (SIGINT, SIGTERM) while waiting for the server; a command in
+    /// progress was cancelled.
+    #[error("stopped by a signal ({0})")]
+    Stopped(String),
 }
 
 impl ConnError {

@@ -3,6 +3,11 @@
 //! `postgres-protocol`, pgoutput in [`crate::Decoder`], TLS from rustls). One connection, one
 //! thread; reads wait at most the time the caller gives, so a caller can keep its own timers
 //! (status updates, signals).
+//!
+//! Before streaming, every wait has an end ([`Connection::connect_until`]): connecting and
+//! logging in take at most `connect_timeout` per address tried (as libpq), the commands that
+//! answer at once ([`COMMAND_TIMEOUT`]) too, and a raised stop flag ends any of them, the
+//! slot creation that waits for open transactions included (it is cancelled on the server).
 
 mod auth;
 mod config;
@@ -10,11 +15,15 @@ mod error;
 pub mod frame;
 mod replication;
 pub mod tls;
+mod wait;
 
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -24,7 +33,7 @@ use postgres_protocol::message::frontend;
 
 pub use config::{
     ChannelBindingMode, ConnConfig, Env, Host, RootCert, SslMode, TlsConfig, DEFAULT_PORT,
-    DEFAULT_SOCKET_DIR,
+    DEFAULT_SOCKET_DIR, MIN_CONNECT_TIMEOUT,
 };
 pub use error::ConnError;
 pub use replication::{
@@ -38,6 +47,28 @@ const COPY_BOTH_RESPONSE: u8 = b'W';
 const COPY_DATA: u8 = b'd';
 /// Bytes read from the socket at a time.
 const READ_CHUNK: usize = 256 * 1024;
+/// The longest the commands that answer at once (IDENTIFY_SYSTEM, the slot lookup,
+/// START_REPLICATION) may take, or `connect_timeout` when that is longer.
+/// CREATE_REPLICATION_SLOT has none: it waits for the transactions open on the server.
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest a CancelRequest may take to deliver: it is a courtesy on the way out.
+const CANCEL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where the server was reached, for a CancelRequest and for what an error says.
+#[derive(Debug, Clone)]
+enum Peer {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Peer::Tcp(a) => write!(f, "{a}"),
+            Peer::Unix(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
 
 enum Stream {
     Tcp(TcpStream),
@@ -147,6 +178,14 @@ pub struct Connection {
     authenticated: bool,
     /// Whether the login was SCRAM-SHA-256-PLUS, bound to this TLS connection.
     channel_bound: bool,
+    /// The stop flag, and the deadline of the exchange under way.
+    waits: wait::Waits,
+    /// `connect_timeout`, which also lengthens [`COMMAND_TIMEOUT`].
+    connect_timeout: Option<Duration>,
+    /// Where the server is, and its BackendKeyData (process id, secret key): what a
+    /// CancelRequest needs.
+    peer: Option<Peer>,
+    backend_key: Option<(i32, i32)>,
 }
 
 impl Connection {
@@ -154,24 +193,75 @@ impl Connection {
     /// libpq), logs in (trust, password, md5, SCRAM-SHA-256, or SCRAM-SHA-256-PLUS over TLS)
     /// and waits until the server is ready for commands.
     pub fn connect(config: &ConnConfig) -> Result<Self, ConnError> {
-        let host = match &config.host {
-            Host::Unix(_) => {
-                let path = config.socket_path().unwrap_or_default();
+        Connection::connect_until(config, None)
+    }
+
+    /// As [`Connection::connect`], and once `stop` is raised every wait before streaming
+    /// (connecting, logging in, a command) ends with [`ConnError::Stopped`]; a command under
+    /// way is cancelled on the server first (a CancelRequest), so a slot being created is not
+    /// left behind. Connecting and logging in take at most `connect_timeout` per address.
+    pub fn connect_until(
+        config: &ConnConfig,
+        stop: Option<Arc<AtomicBool>>,
+    ) -> Result<Self, ConnError> {
+        let waits = wait::Waits::new(stop);
+        let mut conn = match config.socket_path() {
+            Some(path) => {
+                let within = waits.within(config.connect_timeout, Some("connect_timeout"));
                 let stream = UnixStream::connect(&path)
                     .map_err(ConnError::io(format!("connecting to {}", path.display())))?;
                 let mut conn = Connection::over(Stream::Unix(stream));
+                conn.waits = within;
+                conn.peer = Some(Peer::Unix(path));
                 auth::startup(&mut conn, config)?;
-                return Ok(conn);
+                conn
             }
-            Host::Tcp(h) => h.as_str(),
+            None => Connection::connect_tcp(config, &waits)?,
         };
+        conn.waits = waits;
+        conn.connect_timeout = config.connect_timeout;
+        Ok(conn)
+    }
+
+    /// Each address of the host in turn (or `hostaddr`), as libpq: the next one when a
+    /// connection cannot be made or times out.
+    fn connect_tcp(config: &ConnConfig, waits: &wait::Waits) -> Result<Connection, ConnError> {
+        let name = config.tls_name().unwrap_or_default();
+        let addrs: Vec<SocketAddr> = match config.hostaddr {
+            Some(ip) => vec![SocketAddr::new(ip, config.port)],
+            None => (name, config.port)
+                .to_socket_addrs()
+                .map_err(ConnError::io(format!(
+                    "looking up host \"{name}\" (port {})",
+                    config.port
+                )))?
+                .collect(),
+        };
+        let mut last = None;
+        for addr in addrs {
+            match Connection::connect_addr(config, addr, waits) {
+                Ok(conn) => return Ok(conn),
+                Err(e @ (ConnError::Io { .. } | ConnError::Timeout { .. })) => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| ConnError::Config(format!("host \"{name}\" has no address"))))
+    }
+
+    /// Connects to one address, TLS as `sslmode` says, within one `connect_timeout`.
+    fn connect_addr(
+        config: &ConnConfig,
+        addr: SocketAddr,
+        waits: &wait::Waits,
+    ) -> Result<Connection, ConnError> {
+        let waits = waits.within(config.connect_timeout, Some("connect_timeout"));
         let mode = config.tls.mode;
         let first = match mode {
             SslMode::Disable | SslMode::Allow => Want::No,
             SslMode::Prefer => Want::IfOffered,
             SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => Want::Must,
         };
-        let failed = match Connection::attempt(config, host, first) {
+        let failed = match Connection::attempt(config, addr, first, &waits) {
             Ok(conn) => return Ok(conn),
             Err(f) => f,
         };
@@ -182,7 +272,7 @@ impl Connection {
             SslMode::Prefer if failed.retry && failed.tls => Want::No,
             _ => return Err(failed.error),
         };
-        Connection::attempt(config, host, second).map_err(|f| ConnError::BothAttempts {
+        Connection::attempt(config, addr, second, &waits).map_err(|f| ConnError::BothAttempts {
             first_tls: if failed.tls {
                 "with TLS"
             } else {
@@ -194,21 +284,25 @@ impl Connection {
     }
 
     /// One TCP connection, TLS as `want` says, and the start-up exchange.
-    fn attempt(config: &ConnConfig, host: &str, want: Want) -> Result<Connection, Failed> {
-        let tcp = TcpStream::connect((host, config.port))
-            .map_err(ConnError::io(format!(
-                "connecting to {host}:{}",
-                config.port
-            )))
-            .map_err(Failed::no_retry)?;
+    fn attempt(
+        config: &ConnConfig,
+        addr: SocketAddr,
+        want: Want,
+        waits: &wait::Waits,
+    ) -> Result<Connection, Failed> {
+        let tcp = waits.connect(addr).map_err(Failed::no_retry)?;
         // Status updates are small and must not wait for Nagle.
         tcp.set_nodelay(true)
             .map_err(ConnError::io("setting TCP_NODELAY"))
             .map_err(Failed::no_retry)?;
         let mut conn = match want {
             Want::No => Connection::over(Stream::Tcp(tcp)),
-            Want::IfOffered | Want::Must => Connection::negotiate_tls(tcp, config, host, want)?,
+            Want::IfOffered | Want::Must => {
+                Connection::negotiate_tls(tcp, config, addr, want, waits)?
+            }
         };
+        conn.waits = waits.clone();
+        conn.peer = Some(Peer::Tcp(addr));
         match auth::startup(&mut conn, config) {
             Ok(()) => Ok(conn),
             Err(error) => Err(Failed {
@@ -224,17 +318,32 @@ impl Connection {
     fn negotiate_tls(
         mut tcp: TcpStream,
         config: &ConnConfig,
-        host: &str,
+        addr: SocketAddr,
         want: Want,
+        waits: &wait::Waits,
     ) -> Result<Connection, Failed> {
         let io = |what: &'static str| move |e| Failed::no_retry(ConnError::io(what)(e));
+        // The name the certificate must carry: `host`, never `hostaddr` (as libpq).
+        let named = config.tls_name();
+        let host = named.map_or_else(|| addr.to_string(), str::to_owned);
+        let host = host.as_str();
         tcp.write_all(&tls::ssl_request())
             .map_err(io("sending the TLS request"))?;
         // Exactly one byte: whatever follows it belongs to the TLS handshake.
-        let mut answer = [0u8; 1];
-        tcp.read_exact(&mut answer)
-            .map_err(io("reading the answer to the TLS request"))?;
-        if !tls::parse_answer(answer[0]).map_err(Failed::no_retry)? {
+        let what = format!("{addr}: waiting for the answer to the TLS request");
+        let answer = loop {
+            let slice = waits.slice(&what).map_err(Failed::no_retry)?;
+            tcp.set_read_timeout(Some(slice))
+                .map_err(io("setting the read timeout"))?;
+            let mut answer = [0u8; 1];
+            match tcp.read(&mut answer) {
+                Ok(0) => return Err(Failed::no_retry(ConnError::Closed)),
+                Ok(_) => break answer[0],
+                Err(e) if is_wait(&e) => {}
+                Err(e) => return Err(io("reading the answer to the TLS request")(e)),
+            }
+        };
+        if !tls::parse_answer(answer).map_err(Failed::no_retry)? {
             if want == Want::Must {
                 return Err(Failed::no_retry(ConnError::Tls(format!(
                     "the server does not support TLS (sslmode={}): turn ssl on in the \
@@ -267,34 +376,47 @@ impl Connection {
             tls: true,
         };
         let (client, roots) = tls::client_config(&config.tls).map_err(handshake_failed)?;
-        let name = match tls::server_name(host) {
-            Ok(name) => name,
+        let name = match named.map(tls::server_name) {
+            Some(Ok(name)) => name,
             // Only verify-full checks the name; the others need one for rustls alone, and an
             // address sends no SNI.
-            Err(_) if config.tls.mode != SslMode::VerifyFull => match tcp.peer_addr() {
-                Ok(peer) => rustls_pki_types::ServerName::IpAddress(peer.ip().into()),
-                Err(e) => {
-                    return Err(handshake_failed(ConnError::io("reading the peer address")(
-                        e,
-                    )))
-                }
-            },
-            Err(e) => return Err(handshake_failed(e)),
+            _ if config.tls.mode != SslMode::VerifyFull => {
+                rustls_pki_types::ServerName::IpAddress(addr.ip().into())
+            }
+            None => {
+                return Err(Failed::no_retry(ConnError::Tls(format!(
+                    "sslmode=verify-full checks the certificate against host=, and only \
+                     hostaddr={} was given: add host=NAME, the name the certificate carries",
+                    addr.ip()
+                ))))
+            }
+            Some(Err(e)) => return Err(handshake_failed(e)),
         };
         let mut session = rustls::ClientConnection::new(client, name)
             .map_err(|e| handshake_failed(ConnError::Tls(format!("starting TLS: {e}"))))?;
+        let what = format!("{addr}: TLS handshake");
         while session.is_handshaking() {
-            if let Err(e) = session.complete_io(&mut tcp) {
-                // Tell the server why (the alert rustls queued); it is hanging up anyway.
-                let _ = session.write_tls(&mut tcp);
-                return Err(handshake_failed(tls::handshake_error(
-                    &e,
-                    host,
-                    config.tls.mode,
-                    roots.as_ref(),
-                )));
+            let slice = waits.slice(&what).map_err(Failed::no_retry)?;
+            tcp.set_read_timeout(Some(slice))
+                .map_err(io("setting the read timeout"))?;
+            match session.complete_io(&mut tcp) {
+                Ok(_) => {}
+                Err(e) if is_wait(&e) => {}
+                Err(e) => {
+                    // Tell the server why (the alert rustls queued); it is hanging up anyway.
+                    let _ = session.write_tls(&mut tcp);
+                    return Err(handshake_failed(tls::handshake_error(
+                        &e,
+                        host,
+                        config.tls.mode,
+                        roots.as_ref(),
+                    )));
+                }
             }
         }
+        // The connection keeps its own account of the socket's read timeout.
+        tcp.set_read_timeout(None)
+            .map_err(io("setting the read timeout"))?;
         let cert = session
             .peer_certificates()
             .and_then(|c| c.first())
@@ -338,6 +460,10 @@ impl Connection {
             server_cert: None,
             authenticated: false,
             channel_bound: false,
+            waits: wait::Waits::default(),
+            connect_timeout: None,
+            peer: None,
+            backend_key: None,
         }
     }
 
@@ -346,11 +472,11 @@ impl Connection {
         self.params.get(name).map(String::as_str)
     }
 
-    /// The server's major version (15 for "15.4 (Debian …)"), from `server_version`.
-    pub fn server_major(&self) -> Option<u32> {
-        let v = self.parameter("server_version")?;
-        let digits: String = v.chars().take_while(char::is_ascii_digit).collect();
-        digits.parse().ok()
+    /// The server's major version (15 for "15.4 (Debian …)"), from `server_version`; a
+    /// server that did not report one, or one that does not start with a number, is an error,
+    /// never a guess.
+    pub fn server_major(&self) -> Result<u32, ConnError> {
+        server_major(self.parameter("server_version"))
     }
 
     fn flush(&mut self) -> Result<(), ConnError> {
@@ -410,23 +536,85 @@ impl Connection {
         }
     }
 
-    /// The next frame, waiting as long as it takes.
-    fn read_frame_blocking(&mut self) -> Result<Frame, ConnError> {
+    /// The next frame, waiting until the deadline of the exchange under way (if any) or
+    /// until the stop flag is raised; a command under way is then cancelled on the server.
+    fn read_frame_blocking(&mut self, what: &str) -> Result<Frame, ConnError> {
         loop {
-            if let Some(f) = self.read_frame(None)? {
+            let slice = match self.waits.slice(what) {
+                Ok(s) => s,
+                Err(e) => {
+                    if matches!(e, ConnError::Stopped(_)) && self.authenticated {
+                        self.cancel();
+                    }
+                    return Err(e);
+                }
+            };
+            if let Some(f) = self.read_frame(Some(slice))? {
                 return Ok(f);
             }
         }
     }
 
-    /// Runs one simple-protocol command and returns its rows as text (NULL as `None`).
+    /// Gives the next exchange `limit` (none for `None`) to be answered in.
+    fn answer_within(&mut self, limit: Option<Duration>) {
+        let limit = limit.map(|l| l.max(self.connect_timeout.unwrap_or_default()));
+        self.waits = self.waits.within(limit, None);
+    }
+
+    /// Asks the server to cancel the command under way (protocol.sgml "Canceling Requests in
+    /// Progress"), on a connection of its own, as libpq's PQcancel; waits for the server to
+    /// close it, at most [`CANCEL_TIMEOUT`]. Failures are ignored: this connection is being
+    /// closed anyway, which ends the session once the command looks at its socket.
+    fn cancel(&self) {
+        let (Some(peer), Some((pid, key))) = (&self.peer, self.backend_key) else {
+            return;
+        };
+        let mut request = BytesMut::new();
+        frontend::cancel_request(pid, key, &mut request);
+        fn send(mut s: impl Read + Write, request: &[u8]) -> std::io::Result<()> {
+            s.write_all(request)?;
+            let _ = s.read(&mut [0u8; 1]);
+            Ok(())
+        }
+        let _ = match peer {
+            Peer::Tcp(addr) => TcpStream::connect_timeout(addr, CANCEL_TIMEOUT).and_then(|s| {
+                s.set_read_timeout(Some(CANCEL_TIMEOUT))?;
+                s.set_write_timeout(Some(CANCEL_TIMEOUT))?;
+                send(s, &request)
+            }),
+            Peer::Unix(path) => UnixStream::connect(path).and_then(|s| {
+                s.set_read_timeout(Some(CANCEL_TIMEOUT))?;
+                s.set_write_timeout(Some(CANCEL_TIMEOUT))?;
+                send(s, &request)
+            }),
+        };
+    }
+
+    /// Runs one simple-protocol command that the server answers at once and returns its rows
+    /// as text (NULL as `None`); no answer within [`COMMAND_TIMEOUT`] (or `connect_timeout`,
+    /// when longer) is an error.
     pub fn simple_query(&mut self, sql: &str) -> Result<Vec<Vec<Option<String>>>, ConnError> {
+        self.query_within(sql, Some(COMMAND_TIMEOUT))
+    }
+
+    /// Runs one simple-protocol command, answered within `limit` (`None`: as long as it
+    /// takes, until the stop flag is raised).
+    fn query_within(
+        &mut self,
+        sql: &str,
+        limit: Option<Duration>,
+    ) -> Result<Vec<Vec<Option<String>>>, ConnError> {
+        self.answer_within(limit);
         frontend::query(sql, &mut self.wbuf).map_err(ConnError::io("building a query"))?;
         self.flush()?;
+        let what = format!(
+            "waiting for the answer to {}",
+            sql.split_whitespace().next().unwrap_or_default()
+        );
         let mut rows = Vec::new();
         let mut failure = None;
         loop {
-            let f = self.read_frame_blocking()?;
+            let f = self.read_frame_blocking(&what)?;
             match f.parse()? {
                 Message::DataRow(row) => {
                     let buf = row.buffer();
@@ -451,6 +639,27 @@ impl Connection {
             }
         }
     }
+}
+
+/// Whether a socket error only says that a read timeout passed (or a signal came).
+fn is_wait(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+    )
+}
+
+/// The major version in a `server_version` ("15.4 (Debian …)", "16beta1", "9.6.24").
+fn server_major(version: Option<&str>) -> Result<u32, ConnError> {
+    let v = version.ok_or_else(|| {
+        ConnError::Protocol("the server did not report its server_version at login".into())
+    })?;
+    let digits: String = v.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().map_err(|_| {
+        ConnError::Protocol(format!(
+            "server_version \"{v}\" does not start with a major version number"
+        ))
+    })
 }
 
 /// An ErrorResponse as a [`ConnError::Server`].
@@ -627,6 +836,18 @@ mod tests {
         let e = connect_to(port, "password=pw").err().unwrap().to_string();
         assert!(e.contains("without its final message"), "{e}");
         server.join().unwrap();
+    }
+
+    #[test]
+    fn a_missing_or_unparsable_server_version_is_an_error() {
+        assert_eq!(server_major(Some("15.4 (Debian 15.4-1)")).unwrap(), 15);
+        assert_eq!(server_major(Some("16beta1")).unwrap(), 16);
+        for v in [None, Some(""), Some("beta"), Some("99999999999.1")] {
+            assert!(
+                matches!(server_major(v), Err(ConnError::Protocol(_))),
+                "{v:?}"
+            );
+        }
     }
 
     #[test]

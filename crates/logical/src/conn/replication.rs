@@ -86,6 +86,29 @@ fn lsn_cell(v: &Option<String>, what: &str) -> Result<Lsn, ConnError> {
         .ok_or_else(|| ConnError::Protocol(format!("{what}: no valid LSN in {v:?}")))
 }
 
+/// IDENTIFY_SYSTEM's row: systemid, timeline, xlogpos, dbname. A value that does not parse is
+/// an error, never a default.
+fn identify_row(row: &[Option<String>]) -> Result<IdentifySystem, ConnError> {
+    let bad = |what: &str, v: &Option<String>| {
+        ConnError::Protocol(format!("IDENTIFY_SYSTEM: {what} {v:?} is not valid"))
+    };
+    let system_id = row[0]
+        .clone()
+        .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+        .ok_or_else(|| bad("systemid", &row[0]))?;
+    let timeline = row[1]
+        .as_deref()
+        .and_then(|t| t.parse::<u32>().ok())
+        .filter(|&t| t > 0)
+        .ok_or_else(|| bad("timeline", &row[1]))?;
+    Ok(IdentifySystem {
+        system_id,
+        timeline,
+        xlogpos: lsn_cell(&row[2], "IDENTIFY_SYSTEM")?,
+        dbname: row[3].clone(),
+    })
+}
+
 /// The highest pgoutput protocol version a server of major version `major` speaks.
 pub fn proto_version_for(major: u32) -> u32 {
     match major {
@@ -104,17 +127,15 @@ impl Connection {
             .first()
             .filter(|r| r.len() >= 4)
             .ok_or_else(|| ConnError::Protocol("IDENTIFY_SYSTEM: no row of 4 columns".into()))?;
-        Ok(IdentifySystem {
-            system_id: row[0].clone().unwrap_or_default(),
-            timeline: row[1].as_deref().and_then(|t| t.parse().ok()).unwrap_or(0),
-            xlogpos: lsn_cell(&row[2], "IDENTIFY_SYSTEM")?,
-            dbname: row[3].clone(),
-        })
+        identify_row(row)
     }
 
     /// CREATE_REPLICATION_SLOT `slot` LOGICAL pgoutput, exporting no snapshot.
+    ///
+    /// The server waits for the transactions open on it to end before it answers, however
+    /// long that takes: there is no deadline, but a raised stop flag cancels the command.
     pub fn create_slot(&mut self, slot: &str) -> Result<SlotCreated, ConnError> {
-        let tail = if self.server_major().unwrap_or(15) >= 15 {
+        let tail = if self.server_major()? >= 15 {
             "(SNAPSHOT 'nothing')"
         } else {
             "NOEXPORT_SNAPSHOT"
@@ -123,7 +144,7 @@ impl Connection {
             "CREATE_REPLICATION_SLOT {} LOGICAL pgoutput {tail}",
             quote_ident(slot)
         );
-        let rows = self.simple_query(&sql)?;
+        let rows = self.query_within(&sql, None)?;
         let row = rows
             .first()
             .filter(|r| r.len() >= 2)
@@ -186,11 +207,14 @@ impl Connection {
             o.start,
             opts.join(", ")
         );
+        self.answer_within(Some(super::COMMAND_TIMEOUT));
         frontend::query(&sql, &mut self.wbuf).map_err(ConnError::io("building a query"))?;
         self.flush()?;
         loop {
-            let f = self.read_frame_blocking()?;
+            let f = self.read_frame_blocking("waiting for the answer to START_REPLICATION")?;
             if f.tag == COPY_BOTH_RESPONSE {
+                // Streaming: from here the caller's reads set their own waits.
+                self.answer_within(None);
                 return Ok(());
             }
             match f.parse()? {
@@ -258,5 +282,28 @@ mod tests {
         assert_eq!(quote_ident("a\"b"), "\"a\"\"b\"");
         assert_eq!(quote_literal("it's"), "'it''s'");
         assert_eq!([13, 14, 15, 16, 18].map(proto_version_for), [1, 2, 3, 4, 4]);
+    }
+
+    fn row(cells: [Option<&str>; 4]) -> Vec<Option<String>> {
+        cells.iter().map(|c| c.map(str::to_owned)).collect()
+    }
+
+    #[test]
+    fn an_unparsable_identify_system_is_an_error() {
+        let good = identify_row(&row([Some("7301"), Some("3"), Some("0/16B3748"), None]))
+            .expect("a whole row");
+        assert_eq!((good.system_id.as_str(), good.timeline), ("7301", 3));
+        for (cells, what) in [
+            ([Some("7301"), Some("x"), Some("0/1"), None], "timeline"),
+            ([Some("7301"), Some("-1"), Some("0/1"), None], "timeline"),
+            ([Some("7301"), Some("0"), Some("0/1"), None], "timeline"),
+            ([Some("7301"), None, Some("0/1"), None], "timeline"),
+            ([None, Some("1"), Some("0/1"), None], "systemid"),
+            ([Some("abc"), Some("1"), Some("0/1"), None], "systemid"),
+            ([Some("7301"), Some("1"), Some("nowhere"), None], "LSN"),
+        ] {
+            let e = identify_row(&row(cells)).unwrap_err().to_string();
+            assert!(e.contains(what), "{cells:?}: {e}");
+        }
     }
 }

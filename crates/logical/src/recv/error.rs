@@ -150,6 +150,18 @@ pub enum RecvError {
 }
 
 impl RecvError {
+    /// Whether the stop flag ended a wait before streaming (see [`crate::recv::Recv::start_until`]):
+    /// a stop asked for, not a failure.
+    pub fn stopped(&self) -> bool {
+        matches!(
+            self,
+            RecvError::Conn {
+                source: ConnError::Stopped(_),
+                ..
+            }
+        )
+    }
+
     pub(crate) fn conn(context: impl Into<String>) -> impl FnOnce(ConnError) -> RecvError {
         let context = context.into();
         move |source| RecvError::Conn { context, source }

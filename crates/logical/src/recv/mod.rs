@@ -35,6 +35,8 @@ pub use options::{Output, RecvOptions};
 pub use outcome::{Progress, StopReason, Summary};
 
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::conn::{proto_version_for, ConnConfig, Connection, StartOptions};
@@ -95,9 +97,24 @@ impl Recv {
     /// run started on the same slot by mistake fails before it could touch the first one's
     /// files.
     pub fn start(config: &ConnConfig, opts: RecvOptions) -> Result<Recv, RecvError> {
-        let mut conn =
-            Connection::connect(config).map_err(RecvError::conn("connecting for replication"))?;
-        let server_major = conn.server_major().unwrap_or(15);
+        Recv::start_until(config, opts, None)
+    }
+
+    /// As [`Recv::start`], and a raised `stop` (the flag [`Recv::run`] is given) ends any
+    /// wait of the start with an error for which [`RecvError::stopped`] holds: connecting,
+    /// logging in, a command, a slot creation waiting for open transactions (cancelled on the
+    /// server, so no slot is left). The output is opened only after all of these, so such a
+    /// stop leaves it untouched.
+    pub fn start_until(
+        config: &ConnConfig,
+        opts: RecvOptions,
+        stop: Option<Arc<AtomicBool>>,
+    ) -> Result<Recv, RecvError> {
+        let mut conn = Connection::connect_until(config, stop)
+            .map_err(RecvError::conn("connecting for replication"))?;
+        let server_major = conn
+            .server_major()
+            .map_err(RecvError::conn("connecting for replication"))?;
         let highest = proto_version_for(server_major);
         let proto = match opts.proto_version {
             None => highest,

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::open::confirmable;
-use super::{Progress, Recv, RecvError, StopReason};
+use super::{Output, Progress, Recv, RecvError, StopReason};
 use crate::conn::CopyEvent;
 use crate::output::TxnInfo;
 use crate::PG_EPOCH_UNIX_SECS;
@@ -22,6 +22,13 @@ const MIN_STATUS: Duration = Duration::from_millis(100);
 const CHUNK: usize = 1 << 20;
 /// Changes replayed between looks at the status timer.
 const REPLAY_CHECK_EVERY: u64 = 256;
+
+/// Whether a transaction was written whole, or a stop came in its replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Replay {
+    Done,
+    Stopped,
+}
 
 fn now_pg_us() -> i64 {
     let d = SystemTime::now()
@@ -73,7 +80,10 @@ impl Recv {
             {
                 None => {}
                 Some(CopyEvent::Done) => return Ok(StopReason::ServerEnded),
-                Some(CopyEvent::Data(d)) => self.on_copy(&d)?,
+                Some(CopyEvent::Data(d)) => match self.on_copy(&d, stop)? {
+                    Replay::Done => {}
+                    Replay::Stopped => return Ok(StopReason::Signal),
+                },
             }
             if self.sink.has_pending() && self.last_sync.elapsed() >= fsync_every {
                 self.sync()?;
@@ -100,7 +110,7 @@ impl Recv {
         }
     }
 
-    fn on_copy(&mut self, data: &[u8]) -> Result<(), RecvError> {
+    fn on_copy(&mut self, data: &[u8], stop: &AtomicBool) -> Result<Replay, RecvError> {
         match CopyMessage::decode(data).map_err(RecvError::decode("replication message"))? {
             CopyMessage::XLogData(x) => {
                 self.last_data = Instant::now();
@@ -112,7 +122,7 @@ impl Recv {
                     .map_err(RecvError::assemble(format!("message at LSN {}", x.start)))?;
                 match ready {
                     None => {}
-                    Some(Ready::Txn(t)) => self.on_txn(t)?,
+                    Some(Ready::Txn(t)) => return self.on_txn(t, stop),
                     Some(Ready::NonTransactional(p)) => self.on_message(&p)?,
                 }
             }
@@ -124,10 +134,13 @@ impl Recv {
                 }
             }
         }
-        Ok(())
+        Ok(Replay::Done)
     }
 
-    fn on_txn(&mut self, mut t: CommittedTxn) -> Result<(), RecvError> {
+    /// Writes a committed transaction; a stop raised while a long one is replayed takes back
+    /// what was written of it (a file can; standard output only before its first chunk went
+    /// out) and leaves it unconfirmed, to be decoded again by the next run.
+    fn on_txn(&mut self, mut t: CommittedTxn, stop: &AtomicBool) -> Result<Replay, RecvError> {
         let info = TxnInfo {
             xid: t.xid,
             commit_lsn: t.commit_lsn,
@@ -139,6 +152,7 @@ impl Recv {
         let mut payload = Vec::new();
         let mut out = Vec::new();
         let mut replayed = 0u64;
+        let mut handed_out = false;
         if !skip {
             self.json.begin(&info, &mut out);
         }
@@ -151,6 +165,13 @@ impl Recv {
                 // Replaying a transaction of gigabytes takes longer than wal_sender_timeout:
                 // keep telling the server we are alive (the flush LSN does not move meanwhile).
                 self.status_if_due()?;
+                let can_take_back = matches!(self.opts.output, Output::File(_)) || !handed_out;
+                if stop.load(Ordering::SeqCst) && can_take_back {
+                    self.sink
+                        .discard_open_txn()
+                        .map_err(RecvError::output(txn_context(&info)))?;
+                    return Ok(Replay::Stopped);
+                }
             }
             let msg = t
                 .decode(&mut self.decoder, &payload)
@@ -166,12 +187,13 @@ impl Recv {
             if out.len() >= CHUNK {
                 self.write(&out)?;
                 out.clear();
+                handed_out = true;
             }
         }
         if skip {
             self.skipped += 1;
             self.skipped_end = self.skipped_end.max(t.end_lsn);
-            return Ok(());
+            return Ok(Replay::Done);
         }
         self.json.commit(&info, &mut out);
         self.write(&out)?;
@@ -181,7 +203,7 @@ impl Recv {
         if self.opts.fsync_interval.is_zero() {
             self.sync()?;
         }
-        Ok(())
+        Ok(Replay::Done)
     }
 
     fn on_message(&mut self, payload: &[u8]) -> Result<(), RecvError> {
