@@ -159,27 +159,6 @@ impl Store for LocalStore {
         sync_dir(&self.dir)
     }
 
-    fn list(&self) -> Result<Vec<(String, u64)>, ArchiveError> {
-        let rd = fs::read_dir(&self.dir).map_err(ArchiveError::io("listing", &self.dir))?;
-        let mut keys = Vec::new();
-        for entry in rd {
-            let entry = entry.map_err(ArchiveError::io("listing", &self.dir))?;
-            let Ok(key) = entry.file_name().into_string() else {
-                continue;
-            };
-            let meta = match entry.metadata() {
-                Ok(m) => m,
-                // Removed since the directory was read.
-                Err(e) if e.kind() == ErrorKind::NotFound => continue,
-                Err(e) => return Err(ArchiveError::io("reading", entry.path())(e)),
-            };
-            if meta.is_file() {
-                keys.push((key, meta.len()));
-            }
-        }
-        Ok(keys)
-    }
-
     fn list_modified(&self) -> Result<Vec<(String, u64, Option<SystemTime>)>, ArchiveError> {
         // The mtime is when the container was written into .tmp/, just before link()
         // published it; nothing writes a published container again.

@@ -195,18 +195,18 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     fn settle(&self, key: &str) -> Result<(), ArchiveError>;
 
     /// Keys and sizes of the objects directly in the repository, in any order.
-    fn list(&self) -> Result<Vec<(String, u64)>, ArchiveError>;
+    fn list(&self) -> Result<Vec<(String, u64)>, ArchiveError> {
+        Ok(self
+            .list_modified()?
+            .into_iter()
+            .map(|(k, s, _)| (k, s))
+            .collect())
+    }
 
     /// [`Store::list`] with each object's last modification time by the store's clock (a
     /// file's mtime, an object's `LastModified`), which is when it was archived: objects are
     /// never rewritten. `None` where the store cannot tell.
-    fn list_modified(&self) -> Result<Vec<(String, u64, Option<SystemTime>)>, ArchiveError> {
-        Ok(self
-            .list()?
-            .into_iter()
-            .map(|(k, s)| (k, s, None))
-            .collect())
-    }
+    fn list_modified(&self) -> Result<Vec<(String, u64, Option<SystemTime>)>, ArchiveError>;
 
     /// Removes the objects `keys`, in order; a key already gone is not an error. When it
     /// returns, the removals are durable (a directory is fsynced once, at the end).

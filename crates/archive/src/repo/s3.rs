@@ -164,18 +164,6 @@ impl Store for S3Store {
         Ok(())
     }
 
-    fn list(&self) -> Result<Vec<(String, u64)>, ArchiveError> {
-        let prefix = (!self.prefix.as_ref().is_empty()).then_some(&self.prefix);
-        let listed = self
-            .run(self.client.list_with_delimiter(prefix))
-            .map_err(|e| self.error("listing".into(), &e))?;
-        Ok(listed
-            .objects
-            .into_iter()
-            .filter_map(|o| Some((o.location.filename()?.to_owned(), o.size)))
-            .collect())
-    }
-
     fn list_modified(
         &self,
     ) -> Result<Vec<(String, u64, Option<std::time::SystemTime>)>, ArchiveError> {
