@@ -246,6 +246,7 @@ pub fn prefetch(
     // A name found missing is not asked for again before this.
     let mut missing: Option<(String, Instant)> = None;
     let me = std::process::id().to_string();
+    let mut stats = String::new();
     while !stop.load(Ordering::SeqCst) {
         // The spool removed under it (or its pid file replaced): nothing will ask again,
         // and writing on would re-create the directory someone deleted.
@@ -294,11 +295,12 @@ pub fn prefetch(
             .filter(|n| spool.meta_dir().join(n).exists())
             .count();
         metrics.set_prefetch_queue(queued);
-        let _ = write_in(
-            &spool.fetch_dir(),
-            "stats",
-            format!("hits {hits} misses {misses} fetched {fetched} queued {queued}\n").as_bytes(),
-        );
+        let now_stats = format!("hits {hits} misses {misses} fetched {fetched} queued {queued}\n");
+        // Written only when it changes: an idle prefetcher writes nothing.
+        if now_stats != stats && write_in(&spool.fetch_dir(), "stats", now_stats.as_bytes()).is_ok()
+        {
+            stats = now_stats;
+        }
         let next = names.iter().find(|n| {
             !spool.meta_dir().join(n).exists()
                 && !missing
@@ -355,7 +357,14 @@ mod tests {
         let spool = Spool::new(top.path().join("spool"));
         let serving = spool.try_lock().expect("lock").expect("free");
         assert!(spool.try_lock().expect("lock").is_none(), "held");
+        // Held, but by nobody named in serve.pid yet: a server starting, not one serving.
+        assert!(!spool.served().expect("served"), "taken before it is ready");
+        drop(serving);
+        let serving = spool.take_serving().expect("lock").expect("free");
         assert!(spool.served().expect("served"));
+        // Probing takes nothing from the holder, and a second holder is refused.
+        assert!(spool.served().expect("served"));
+        assert!(spool.take_serving().expect("lock").is_none(), "held");
         assert!(!spool.prefetching().expect("prefetching"), "another lock");
         let fetching = spool.try_fetch_lock().expect("lock").expect("free");
         assert!(spool.try_fetch_lock().expect("lock").is_none(), "held");
