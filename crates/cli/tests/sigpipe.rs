@@ -5,6 +5,7 @@
 mod archive_support;
 
 use archive_support::bin;
+use archive_support::s3::{credentials, Moto, S3Repo};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::ExitStatusExt;
@@ -110,4 +111,162 @@ fn a_wal_report_into_a_closed_pipe_stops_quietly() {
     // 141: ended by SIGPIPE, as `cat` into a closed pipe is.
     assert_eq!(status.trim(), "141", "{err}");
     assert!(err.is_empty(), "{err}");
+}
+
+/// Reads a request head (through the blank line) from `s`.
+fn head(s: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if s.read(&mut byte).ok()? == 0 {
+            return None;
+        }
+        head.push(byte[0]);
+    }
+    Some(head)
+}
+
+/// A proxy in front of the S3 server at `upstream` that passes every request through but
+/// those for the object whose key contains `name`: a GET gets the head of the answer and a
+/// little of its body, a PUT has a little of its body read, and then the connection is reset.
+fn resetting_proxy(upstream: u16, name: &'static str) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { continue };
+            std::thread::spawn(move || proxy(client, upstream, name));
+        }
+    });
+    port
+}
+
+fn proxy(mut client: TcpStream, upstream: u16, name: &str) {
+    let Ok(mut server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+        return;
+    };
+    let Some(first) = head(&mut client) else {
+        return;
+    };
+    let line = String::from_utf8_lossy(&first)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    if line.contains(name) && (line.starts_with("GET ") || line.starts_with("PUT ")) {
+        let mut chunk = [0u8; 64 * 1024];
+        if line.starts_with("GET ") {
+            let _ = server.write_all(&first);
+            let mut sent = 0;
+            while sent < 4096 {
+                match server.read(&mut chunk[..1024]) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        let _ = client.write_all(&chunk[..n]);
+                        sent += n;
+                    }
+                }
+            }
+        } else {
+            let mut taken = 0;
+            while taken < 256 * 1024 {
+                match client.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => taken += n,
+                }
+            }
+            // Let the client fill the connection again before the reset.
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        reset(client);
+        return;
+    }
+    let _ = server.write_all(&first);
+    let (Ok(mut back), Ok(mut there)) = (server.try_clone(), client.try_clone()) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut back, &mut there);
+        let _ = there.shutdown(std::net::Shutdown::Write);
+    });
+    let _ = std::io::copy(&mut client, &mut server);
+    let _ = server.shutdown(std::net::Shutdown::Write);
+}
+
+/// A segment full of pgbench WAL (4 MB segments), written by a real server.
+fn full_segment(dir: &std::path::Path) -> std::path::PathBuf {
+    let cluster = pgtest::Cluster::builder()
+        .wal_segsize_mb(4)
+        .start()
+        .expect("start cluster");
+    cluster.pgbench_init(1).expect("pgbench -i");
+    cluster
+        .pgbench(&["-n", "-t", "2000", "-c", "2"])
+        .expect("pgbench");
+    cluster.switch_wal().expect("switch");
+    let mut wal = cluster.copy_wal_to(dir).expect("copy");
+    wal.sort();
+    // The second segment: written through, by pgbench -i's COPY.
+    wal.swap_remove(1)
+}
+
+#[test]
+fn archive_over_s3_is_not_killed_by_a_peer_that_resets() {
+    let Some(moto) = Moto::start_or_skip("archive_over_s3_is_not_killed_by_a_peer_that_resets")
+    else {
+        return;
+    };
+    moto.create_bucket("sigpipe");
+    let repo = S3Repo::new(&moto, "sigpipe", "wal");
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let segment = full_segment(&scratch.path().join("wal"));
+    archive_support::init_from_segment(&repo, &segment);
+    let name: &'static str = segment
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("name")
+        .to_owned()
+        .leak();
+    let upstream: u16 = moto
+        .endpoint()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("port");
+    let port = resetting_proxy(upstream, name);
+    let through_proxy = |args: &[&str]| {
+        let mut cmd = Command::new(bin());
+        credentials(&mut cmd);
+        cmd.arg("archive")
+            .args(args)
+            .args(["--repo", &repo.url(), "--region", "us-east-1"])
+            .args(["--endpoint", &format!("http://127.0.0.1:{port}")])
+            .stdin(Stdio::null());
+        cmd.output().expect("run pgcompress")
+    };
+    // A PUT reset while the segment's 4 MB are being written: exit 1, PostgreSQL retries.
+    // Whether the client writes again after it has read the reset is a race: try often enough
+    // that one without SIGPIPE ignored dies of it.
+    let seg = segment.to_str().expect("utf-8 path");
+    for attempt in 0..6 {
+        let out = through_proxy(&["push", "--method", "none", seg]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.signal(),
+            None,
+            "attempt {attempt}: push died of a signal: {err}"
+        );
+        assert_eq!(out.status.code(), Some(1), "attempt {attempt}: {err}");
+    }
+    // Stored past the proxy, then a GET reset in the middle of its body: exit 200 with one
+    // line, so that PostgreSQL stops instead of taking the file as missing.
+    archive_support::push(&repo, &segment);
+    let dest = scratch.path().join("restored");
+    let dest_s = dest.to_str().expect("utf-8 path");
+    let out = through_proxy(&["get", name, dest_s]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.signal(), None, "get died of a signal: {err}");
+    assert_eq!(out.status.code(), Some(200), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!dest.exists(), "a partial file was left at {dest_s}");
 }
