@@ -85,9 +85,10 @@ impl Spool {
         super::try_lock_file(&self.dir.join("fetch.lock"))
     }
 
-    /// Whether a process prefetches into this spool now.
+    /// Whether a process prefetches into this spool now: `fetch.pid` names a live process
+    /// and the lock is held, checked as [`Spool::served`] checks the serving one.
     pub fn prefetching(&self) -> Result<bool, ArchiveError> {
-        Ok(self.try_fetch_lock()?.is_none())
+        super::held(&self.dir.join("fetch.lock"), &self.fetch_pid_path())
     }
 
     /// Tells the prefetching process what was asked for last, and counts whether the queue
@@ -232,12 +233,16 @@ pub fn prefetch(
     metrics: Arc<SpoolMetrics>,
     stop: &AtomicBool,
 ) -> Result<bool, ArchiveError> {
-    let Some(_lock) = spool.try_fetch_lock()? else {
+    let Some(_lock) = super::take(|| spool.try_fetch_lock(), || spool.prefetching())? else {
         return Ok(false);
     };
     let pid = spool.fetch_pid_path();
-    fs::write(&pid, format!("{}\n", std::process::id()))
-        .map_err(ArchiveError::io("writing", &pid))?;
+    // Only now, with the lock held, is this process named the prefetcher.
+    write_in(
+        spool.dir(),
+        "fetch.pid",
+        format!("{}\n", std::process::id()).as_bytes(),
+    )?;
     let location = repo.location();
     let mut segment_size: Option<u64> = None;
     let mut last: Option<Wanted> = None;
@@ -362,12 +367,16 @@ mod tests {
         drop(serving);
         let serving = spool.take_serving().expect("lock").expect("free");
         assert!(spool.served().expect("served"));
-        // Probing takes nothing from the holder, and a second holder is refused.
-        assert!(spool.served().expect("served"));
+        // A second holder is refused.
         assert!(spool.take_serving().expect("lock").is_none(), "held");
         assert!(!spool.prefetching().expect("prefetching"), "another lock");
         let fetching = spool.try_fetch_lock().expect("lock").expect("free");
         assert!(spool.try_fetch_lock().expect("lock").is_none(), "held");
+        assert!(
+            !spool.prefetching().expect("prefetching"),
+            "no fetch.pid yet"
+        );
+        fs::write(spool.fetch_pid_path(), format!("{}\n", std::process::id())).expect("pid");
         assert!(spool.prefetching().expect("prefetching"));
         drop(serving);
         assert!(!spool.served().expect("served"), "freed");
