@@ -4,6 +4,9 @@
 //! exit codes: 0 success, 1 a finding (corrupt WAL, failed check), 2 bad usage or
 //! unreadable input.
 
+// First: its macros serve the modules below.
+#[macro_use]
+mod output;
 mod advise;
 mod archive;
 mod args;
@@ -11,7 +14,6 @@ mod bench;
 mod demo;
 mod logical;
 mod long_run;
-mod output;
 mod tunnel;
 mod walcmd;
 

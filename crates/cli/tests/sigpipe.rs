@@ -90,26 +90,47 @@ fn logical_recv_is_not_killed_by_a_tls_peer_that_resets() {
     }
 }
 
+/// The exit status of `pgcompress ARGS | true`, where `true` has exited before pgcompress
+/// starts, and what pgcompress wrote to stderr.
+fn into_closed_pipe(args: &[&std::ffi::OsStr]) -> (String, String) {
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(r#"(sleep 0.3; exec "$@") | true; echo "${PIPESTATUS[0]}""#)
+        .arg("bash")
+        .arg(bin())
+        .args(args)
+        .output()
+        .expect("bash");
+    (
+        String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 #[test]
-fn a_wal_report_into_a_closed_pipe_stops_quietly() {
+fn a_report_into_a_closed_pipe_stops_quietly() {
     let cluster = pgtest::Cluster::builder().start().expect("start cluster");
     cluster.switch_wal().expect("switch");
     let scratch = tempfile::tempdir().expect("tempdir");
     let wal = scratch.path().join("wal");
     std::fs::create_dir_all(&wal).expect("mkdir");
-    cluster.copy_wal_to(&wal).expect("copy wal");
-    // `true` has exited before the report is written: the write meets a closed pipe.
-    let out = Command::new("bash")
-        .arg("-c")
-        .arg(r#""$0" wal stats "$1" | true; echo "${PIPESTATUS[0]}""#)
-        .arg(bin())
-        .arg(&wal)
-        .output()
-        .expect("bash");
-    let err = String::from_utf8_lossy(&out.stderr);
-    let status = String::from_utf8_lossy(&out.stdout);
-    // 141: ended by SIGPIPE, as `cat` into a closed pipe is.
-    assert_eq!(status.trim(), "141", "{err}");
+    let mut segments = cluster.copy_wal_to(&wal).expect("copy wal");
+    segments.sort();
+    // A wal report is ended by SIGPIPE, as `cat` into a closed pipe is: 141 from the shell.
+    let (status, err) = into_closed_pipe(&["wal".as_ref(), "stats".as_ref(), wal.as_os_str()]);
+    assert_eq!(status, "141", "{err}");
+    assert!(err.is_empty(), "{err}");
+    // A command that ignores SIGPIPE stops as quietly, with the same status.
+    let repo = scratch.path().join("repo");
+    archive_support::init_from_segment(repo.as_path(), &segments[0]);
+    archive_support::push(repo.as_path(), &segments[0]);
+    let (status, err) = into_closed_pipe(&[
+        "archive".as_ref(),
+        "list".as_ref(),
+        "--repo".as_ref(),
+        repo.as_os_str(),
+    ]);
+    assert_eq!(status, "141", "{err}");
     assert!(err.is_empty(), "{err}");
 }
 

@@ -22,7 +22,7 @@ pub fn run(a: ExpireArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return Ok(super::failure(&e)),
     };
     if a.json {
-        println!("{}", to_json(&repo.location(), &done));
+        outln!("{}", to_json(&repo.location(), &done));
     } else {
         print_text(&repo.location(), &done);
     }
@@ -62,14 +62,14 @@ fn to_json(location: &str, d: &Expired) -> serde_json::Value {
 fn print_text(location: &str, d: &Expired) {
     let verb = if d.dry_run { "would remove" } else { "removed" };
     for (name, _) in &d.removed {
-        println!("{verb} {name}");
+        outln!("{verb} {name}");
     }
     let Some(cutoff) = d.plan.cutoff else {
-        println!("no base backup history file in {location}: nothing removed");
+        outln!("no base backup history file in {location}: nothing removed");
         return;
     };
     let kept: Vec<&str> = d.plan.kept.iter().map(|b| b.name.as_str()).collect();
-    println!(
+    outln!(
         "{location}: kept {} backups ({}), expired {}; {verb} {} files ({}) before segment position {cutoff}; {} files remain",
         kept.len(),
         kept.join(", "),
