@@ -68,7 +68,7 @@ pub fn run(a: AdviseArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(e.into()),
     };
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&to_json(&advice))?);
+        outln!("{}", serde_json::to_string_pretty(&to_json(&advice))?);
     } else {
         print_table(&advice);
     }
@@ -117,7 +117,7 @@ pub(crate) fn print_table(a: &Advice) {
         .filter(|m| a.images_by_method[m.index()] > 0)
         .map(|m| format!("{} {}", a.images_by_method[m.index()], m.name()))
         .collect();
-    println!(
+    outln!(
         "PostgreSQL {} WAL, {} segment(s), {} to {}: {} records, {} full-page images ({}) of {} page data",
         a.pg_version,
         a.segments,
@@ -128,21 +128,21 @@ pub(crate) fn print_table(a: &Advice) {
         stored.join(", "),
         bytes(a.image_page_bytes)
     );
-    println!(
+    outln!(
         "Actual: FPI {} bytes, combined {} bytes, WAL {} bytes ({})",
         a.actual_fpi_bytes,
         a.actual_combined_bytes,
         a.actual_wal_bytes,
         bytes(a.actual_wal_bytes)
     );
-    println!(
+    outln!(
         "({}; {} of such space left out here)",
         advise::WAL_BYTES_MEANING,
         bytes(a.switch_tail_bytes)
     );
-    println!();
+    outln!();
     let off = off_wal(a);
-    println!(
+    outln!(
         "{:<12} {:<5} {:>14} {:>14} {:>9} {:>8} {:>9} {:>9} {:>8}  sampled",
         "spec",
         "stock",
@@ -156,7 +156,7 @@ pub(crate) fn print_table(a: &Advice) {
     );
     for c in sorted(a) {
         let sampled = advise::fmt::interval(c);
-        println!(
+        outln!(
             "{:<12} {:<5} {:>14} {:>14} {:>8.1}% {:>7} {:>9} {:>9} {:>8}  {}",
             c.spec.to_string(),
             if c.stock { "yes" } else { "no" },
@@ -174,7 +174,7 @@ pub(crate) fn print_table(a: &Advice) {
             sampled
         );
     }
-    println!(
+    outln!(
         "(saving = fewer WAL bytes; MB/s per core of page data; liblz4 {}, libzstd {}; {} threads, {:.1} s)",
         a.lz4_version,
         a.zstd_version,
@@ -182,7 +182,7 @@ pub(crate) fn print_table(a: &Advice) {
         a.elapsed.as_secs_f64()
     );
     if let Some(r) = advise::recommend(a) {
-        println!("{}", r.sentence(a));
+        outln!("{}", r.sentence(a));
     }
 }
 

@@ -86,7 +86,7 @@ fn init(a: InitArgs) -> anyhow::Result<ExitCode> {
         _ => (false, 0),
     };
     if a.json {
-        println!(
+        outln!(
             "{}",
             json!({
                 "repository": repo.location(),
@@ -98,17 +98,17 @@ fn init(a: InitArgs) -> anyhow::Result<ExitCode> {
             })
         );
     } else if !created {
-        println!(
+        outln!(
             "repository {} already belongs to {identity}; nothing changed",
             repo.location()
         );
     } else if adopted > 0 {
-        println!(
+        outln!(
             "repository {} now belongs to {identity}; the {adopted} files already there are kept",
             repo.location()
         );
     } else {
-        println!("repository {} created for {identity}", repo.location());
+        outln!("repository {} created for {identity}", repo.location());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -148,7 +148,7 @@ fn push(a: PushArgs) -> anyhow::Result<ExitCode> {
     match repo.push(&a.path, name, &settings.method) {
         Ok(PushOutcome::Stored(h)) => {
             if a.verbose {
-                println!("{}", describe(&h, h.container_len()));
+                outln!("{}", describe(&h, h.container_len()));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -301,18 +301,22 @@ fn list(a: ListArgs, info: bool) -> anyhow::Result<ExitCode> {
                 "zero_tail_bytes": wal_tail,
             });
         }
-        println!("{obj}");
+        outln!("{obj}");
         return Ok(ExitCode::SUCCESS);
     }
     if !info || !entries.is_empty() {
-        println!(
+        outln!(
             "{:<28} {:>12} {:>10} {:>8}  {:<16} layout",
-            "name", "size", "stored", "ratio", "method"
+            "name",
+            "size",
+            "stored",
+            "ratio",
+            "method"
         );
     }
     for e in &entries {
         match &e.header {
-            Ok(h) => println!(
+            Ok(h) => outln!(
                 "{:<28} {:>12} {:>10} {:>7.2}x  {:<16} {}",
                 e.name,
                 h.original_size,
@@ -321,14 +325,16 @@ fn list(a: ListArgs, info: bool) -> anyhow::Result<ExitCode> {
                 h.spec.to_string(),
                 transform_name(h)
             ),
-            Err(err) => println!(
+            Err(err) => outln!(
                 "{:<28} {:>12} {:>10}  unreadable: {err}",
-                e.name, "?", e.stored_size
+                e.name,
+                "?",
+                e.stored_size
             ),
         }
     }
     if info {
-        println!(
+        outln!(
             "total: {} files ({} unreadable), {} -> {} ({:.2}x); zero tails not stored: {}; repository {}",
             entries.len(),
             bad,
@@ -368,7 +374,7 @@ fn verify(a: RepoArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(1));
     }
-    println!(
+    outln!(
         "verified {ok} files ({}) in {}: every SHA-256 and XXH3-128 matches",
         bytes(original),
         repo.location()

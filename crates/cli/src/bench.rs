@@ -27,9 +27,9 @@ fn print<R: Serialize>(
     text: impl FnOnce(&R) -> String,
 ) -> anyhow::Result<()> {
     if json {
-        println!("{}", serde_json::to_string_pretty(report)?);
+        outln!("{}", serde_json::to_string_pretty(report)?);
     } else {
-        print!("{}", text(report));
+        out!("{}", text(report));
     }
     Ok(())
 }
@@ -161,7 +161,7 @@ fn tunnel(a: BenchTunnelArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         report.text(&mut std::io::stdout().lock())?;
     }

@@ -38,12 +38,12 @@ pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
             demo: &demo,
             advice: demo.advice.as_ref().map(crate::advise::to_json),
         };
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        outln!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
-        print!("{}", demo.table());
+        out!("{}", demo.table());
         if let Some(adv) = &demo.advice {
-            println!();
-            println!("What `pgcompress wal advise` predicts from the off run's WAL alone (compare with the runs above):");
+            outln!();
+            outln!("What `pgcompress wal advise` predicts from the off run's WAL alone (compare with the runs above):");
             crate::advise::print_table(adv);
         }
     }

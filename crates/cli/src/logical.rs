@@ -118,7 +118,7 @@ fn recv(args: RecvArgs) -> Result<ExitCode> {
         if args.output == "-" {
             eprintln!("{line}");
         } else {
-            println!("{line}");
+            outln!("{line}");
         }
     }
     Ok(ExitCode::SUCCESS)

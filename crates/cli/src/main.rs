@@ -4,6 +4,9 @@
 //! exit codes: 0 success, 1 a finding (corrupt WAL, failed check), 2 bad usage or
 //! unreadable input.
 
+// First: its macros serve the modules below.
+#[macro_use]
+mod output;
 mod advise;
 mod archive;
 mod args;
@@ -11,7 +14,6 @@ mod bench;
 mod demo;
 mod logical;
 mod long_run;
-mod output;
 mod tunnel;
 mod walcmd;
 
@@ -20,11 +22,13 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    restore_sigpipe();
     let cli = match args::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(&e),
     };
+    if matches!(cli.command, args::Command::Wal(_)) && stdout_is_pipe() {
+        restore_sigpipe();
+    }
     let result = match cli.command {
         args::Command::Wal(w) => walcmd::run(w),
         args::Command::Demo(d) => demo::run(d),
@@ -63,12 +67,29 @@ fn usage_error(e: &clap::Error) -> ExitCode {
     }
 }
 
-/// Rust ignores SIGPIPE, so `pgcompress wal stats DIR | head` would fail writing
-/// to a closed pipe; a command-line tool should simply stop, as cat and grep do.
+/// Whether standard output is a pipe.
+fn stdout_is_pipe() -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    let stdout = std::io::stdout();
+    let Ok(fd) = std::os::fd::AsFd::as_fd(&stdout).try_clone_to_owned() else {
+        return false;
+    };
+    std::fs::File::from(fd)
+        .metadata()
+        .is_ok_and(|m| m.file_type().is_fifo())
+}
+
+/// Rust ignores SIGPIPE, so `pgcompress wal stats DIR | head` would fail writing to a closed
+/// pipe; a report on standard output should simply stop, as cat and grep do. Only the `wal`
+/// commands, which touch no network and write their report to a pipe, get the default back:
+/// every other command keeps SIGPIPE ignored, so that a peer that resets a connection (rustls
+/// writes TLS records with `writev`, which raises SIGPIPE) is an error the command handles,
+/// never a death by signal: PostgreSQL ends recovery when restore_command dies of one, and a
+/// killed `logical recv` or `archive serve` skips its cleanup.
 #[allow(unsafe_code)]
 fn restore_sigpipe() {
-    // SAFETY: called first thing in main, before any thread exists; SIG_DFL is a
-    // valid disposition for SIGPIPE and no Rust state depends on the old one.
+    // SAFETY: called from main before any thread exists; SIG_DFL is a valid disposition for
+    // SIGPIPE and no Rust state depends on the old one.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }

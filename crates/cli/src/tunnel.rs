@@ -47,7 +47,7 @@ fn keys(k: KeysArgs) -> Result<(), NetError> {
         force: k.force,
     })?;
     for p in written {
-        println!("{}", p.display());
+        outln!("{}", p.display());
     }
     Ok(())
 }
@@ -76,11 +76,11 @@ fn reporter(half: Half, json: bool, format: LogFormat) -> Reporter {
 
 fn summary(s: &StatsSnapshot, json: bool) {
     if json {
-        println!("{}", serde_json::to_string(s).unwrap_or_default());
+        outln!("{}", serde_json::to_string(s).unwrap_or_default());
         return;
     }
-    println!("tunnel {} (method {})", s.half, s.method);
-    println!(
+    outln!("tunnel {} (method {})", s.half, s.method);
+    outln!(
         "  connections: {} total, {} open, {} refused peers, {} refused connections, {} decompression errors, {} links cut",
         s.connections_total,
         s.connections_open,
@@ -93,7 +93,7 @@ fn summary(s: &StatsSnapshot, json: bool) {
         ("frontend->backend", &s.frontend_to_backend),
         ("backend->frontend", &s.backend_to_frontend),
     ] {
-        println!(
+        outln!(
             "  {name}: {} raw, {} on the link ({:.1}%), {} chunks, {} frames",
             bytes(d.raw_bytes),
             bytes(d.link_bytes),

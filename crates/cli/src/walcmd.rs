@@ -88,9 +88,9 @@ fn stats(a: StatsArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("no valid WAL record found: {}", stop_text(&s.stop));
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&stats_json(&s))?);
+        outln!("{}", serde_json::to_string_pretty(&stats_json(&s))?);
     } else {
-        print!("{}", s.pg_waldump_table());
+        out!("{}", s.pg_waldump_table());
         print_extras(&s);
     }
     Ok(ExitCode::SUCCESS)
@@ -150,8 +150,8 @@ pub fn stats_json(s: &WalStats) -> serde_json::Value {
 
 fn print_extras(s: &WalStats) {
     let t = s.total();
-    println!();
-    println!(
+    outln!();
+    outln!(
         "PostgreSQL {} WAL, {} segment(s) of {}, page {} B, system {}",
         s.geometry.version,
         s.segments,
@@ -159,10 +159,15 @@ fn print_extras(s: &WalStats) {
         s.geometry.page_size,
         s.geometry.sysid
     );
-    println!("Full-page images by storage method (pg_waldump does not show this):");
-    println!(
+    outln!("Full-page images by storage method (pg_waldump does not show this):");
+    outln!(
         "{:<8} {:>10} {:>16} {:>18} {:>8} {:>16}",
-        "method", "images", "stored bytes", "before compression", "ratio", "hole elided"
+        "method",
+        "images",
+        "stored bytes",
+        "before compression",
+        "ratio",
+        "hole elided"
     );
     for (m, i) in s.image_rows() {
         let ratio = if i.stored_bytes == 0 {
@@ -170,7 +175,7 @@ fn print_extras(s: &WalStats) {
         } else {
             i.raw_bytes as f64 / i.stored_bytes as f64
         };
-        println!(
+        outln!(
             "{:<8} {:>10} {:>16} {:>18} {:>7.2}x {:>16}",
             m.name(),
             i.count,
@@ -182,7 +187,7 @@ fn print_extras(s: &WalStats) {
     }
     let span = s.end_lsn.0 - s.start_lsn.0;
     let combined = t.record_bytes + t.fpi_bytes;
-    println!(
+    outln!(
         "Where the {} bytes between the first and last record went:",
         span
     );
@@ -192,7 +197,7 @@ fn print_extras(s: &WalStats) {
         ("alignment padding", s.padding_bytes),
         ("unused after switch", s.switch_tail_bytes),
     ] {
-        println!(
+        outln!(
             "  {:<22} {:>16} ({:>6.2}%)  {}",
             what,
             n,
@@ -200,11 +205,13 @@ fn print_extras(s: &WalStats) {
             bytes(n)
         );
     }
-    println!(
+    outln!(
         "Records crossing a page boundary: {}, a segment boundary: {}; XLOG_SWITCH records: {}",
-        s.records_crossing_pages, s.records_crossing_segments, s.switches
+        s.records_crossing_pages,
+        s.records_crossing_segments,
+        s.switches
     );
-    println!("Stopped: {}", stop_text(&s.stop));
+    outln!("Stopped: {}", stop_text(&s.stop));
 }
 
 fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
@@ -220,7 +227,7 @@ fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
                     .iter()
                     .map(|m| (m.name().to_string(), json!(r.images[m.index()])))
                     .collect();
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string_pretty(&json!({
                         "ok": true, "segments": r.segments, "records": r.records,
@@ -231,7 +238,7 @@ fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
                 );
             } else {
                 let imgs: u64 = r.images.iter().sum();
-                println!(
+                outln!(
                     "OK: PostgreSQL {} WAL, {} segment(s), {} records from {} to {}, {} page images restored; {}",
                     set.geometry.version, r.segments, r.records, r.start_lsn, r.end_lsn, imgs, r.end
                 );
@@ -240,7 +247,7 @@ fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
         }
         Err(c) => {
             if a.json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string_pretty(&json!({
                         "ok": false, "file": c.file, "lsn": c.lsn.to_string(), "error": c.what,

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 /// Longest request head read.
 pub const MAX_REQUEST: usize = 8 * 1024;
-/// Time a scraper gets to send its request and take the answer.
+/// Time a scraper gets for the whole exchange, from accept to the last byte of the answer,
+/// however it paces its bytes.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// The exposition format's content type (OpenMetrics text, which Prometheus reads).
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

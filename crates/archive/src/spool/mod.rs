@@ -12,8 +12,10 @@
 //!   removed once PostgreSQL has marked the file done. A marker for other bytes or another
 //!   repository never satisfies a push: the foreground hashes the file itself and compares.
 //! - `error/<name>`: the last failure storing it (the process retries).
-//! - `serve.lock` (held with `flock` while a process serves this spool), `serve.pid`,
-//!   `serve.log` (when a push started the process), `status` (backlog, for messages).
+//! - `serve.lock` (held with `flock` while a process serves this spool), `serve.pid` (written
+//!   once the lock is held; the owner is the live process it names, holding the lock),
+//!   `serve.log` (when a push started the process), `status` (backlog, for messages; written
+//!   only when it changes, so an idle server writes nothing).
 //! - `fetch/`: the files restored ahead of recovery ([`prefetch`]).
 
 pub mod metrics;
@@ -103,9 +105,34 @@ impl Spool {
         Ok(try_lock_file(&self.dir.join("serve.lock"))?.map(|lock| ServeLock { _lock: lock }))
     }
 
-    /// Whether a process serves this spool now.
+    /// Whether a process serves this spool now: `serve.pid` names a live process and the
+    /// serving lock is held. A probe neither creates the spool nor takes the lock exclusively:
+    /// a push probing must not re-create a removed spool, nor turn away a server starting at
+    /// that moment, and a server that holds the lock but has not yet written its id is not
+    /// taken for one that serves.
     pub fn served(&self) -> Result<bool, ArchiveError> {
-        Ok(self.try_lock()?.is_none())
+        held(&self.dir.join("serve.lock"), &self.pid_path())
+    }
+
+    /// Takes the serving lock and records this process in `serve.pid`; `None` when another
+    /// live process serves the spool. A lock held without a live owner in `serve.pid` is a
+    /// probe or a server starting: it is tried again for up to [`START_WAIT`].
+    pub fn take_serving(&self) -> Result<Option<ServeLock>, ArchiveError> {
+        let lock = take(|| self.try_lock(), || self.served())?;
+        if lock.is_some() {
+            write_in(
+                &self.dir,
+                "serve.pid",
+                format!("{}\n", std::process::id()).as_bytes(),
+            )?;
+        }
+        Ok(lock)
+    }
+
+    /// Whether `serve.pid` still names this process: a serving process stops when its spool
+    /// is removed (or another took it over) instead of writing it back into existence.
+    pub fn still_ours(&self) -> bool {
+        names_me(&self.pid_path())
     }
 
     /// The marker for `name`, if there is a readable one.
@@ -127,7 +154,7 @@ impl Spool {
         location: &str,
     ) -> Result<(), ArchiveError> {
         let text = format!("{} {location}\n", hex(xxh3));
-        write_replace(&self.done_dir(), name, text.as_bytes())
+        write_in(&self.done_dir(), name, text.as_bytes())
     }
 
     /// Removes the marker of `name` (PostgreSQL has marked it done).
@@ -149,7 +176,7 @@ impl Spool {
 
     /// Records the failure to store `name`.
     pub fn write_error(&self, name: &str, message: &str) -> Result<(), ArchiveError> {
-        write_replace(&self.error_dir(), name, message.as_bytes())
+        write_in(&self.error_dir(), name, message.as_bytes())
     }
 
     /// Forgets the failure to store `name`.
@@ -159,7 +186,7 @@ impl Spool {
 
     /// Writes the status line the serving process keeps current.
     pub fn write_status(&self, text: &str) -> Result<(), ArchiveError> {
-        write_replace(&self.dir, "status", text.as_bytes())
+        write_in(&self.dir, "status", text.as_bytes())
     }
 
     /// The status line, if any.
@@ -229,6 +256,55 @@ pub fn xxh3_file(path: &Path) -> Result<[u8; 16], ArchiveError> {
         .for_each_window(|w| hasher.write(w))
         .map_err(read_err)?;
     Ok(hasher.finish_128().to_be_bytes())
+}
+
+/// How long a process starting to serve (or prefetch) waits for a lock held by nobody named
+/// in the pid file: a probe holds it for an instant, a starting process until it writes its id.
+pub const START_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether the file at `pid` names this process.
+fn names_me(pid: &Path) -> bool {
+    read_small(pid).as_deref().map(str::trim) == Some(std::process::id().to_string().as_str())
+}
+
+/// Whether `lock` is held and `pid` names a live process. The lock is tried shared, so a
+/// probe never looks like an owner to another probe.
+fn held(lock: &Path, pid: &Path) -> Result<bool, ArchiveError> {
+    let Some(owner) = read_small(pid).and_then(|t| t.trim().parse::<u32>().ok()) else {
+        return Ok(false);
+    };
+    // A live process has a /proc entry (a recycled id is caught by the lock being free).
+    if !Path::new("/proc").join(owner.to_string()).exists() {
+        return Ok(false);
+    }
+    let file = match File::open(lock) {
+        Ok(f) => f,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(ArchiveError::io("opening", lock)(e)),
+    };
+    match Flock::lock(file, FlockArg::LockSharedNonblock) {
+        Ok(_) => Ok(false),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(true),
+        Err((_, e)) => Err(ArchiveError::io("locking", lock)(e.into())),
+    }
+}
+
+/// Takes a lock with `try_lock`, trying again for up to [`START_WAIT`] while `served` says no
+/// live process owns it; `None` once one does.
+fn take<L>(
+    try_lock: impl Fn() -> Result<Option<L>, ArchiveError>,
+    served: impl Fn() -> Result<bool, ArchiveError>,
+) -> Result<Option<L>, ArchiveError> {
+    let until = std::time::Instant::now() + START_WAIT;
+    loop {
+        if let Some(lock) = try_lock()? {
+            return Ok(Some(lock));
+        }
+        if served()? || std::time::Instant::now() >= until {
+            return Ok(None);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// An exclusive lock on the file at `path` (created if missing, never truncated), held until

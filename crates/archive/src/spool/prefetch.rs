@@ -85,9 +85,10 @@ impl Spool {
         super::try_lock_file(&self.dir.join("fetch.lock"))
     }
 
-    /// Whether a process prefetches into this spool now.
+    /// Whether a process prefetches into this spool now: `fetch.pid` names a live process
+    /// and the lock is held, checked as [`Spool::served`] checks the serving one.
     pub fn prefetching(&self) -> Result<bool, ArchiveError> {
-        Ok(self.try_fetch_lock()?.is_none())
+        super::held(&self.dir.join("fetch.lock"), &self.fetch_pid_path())
     }
 
     /// Tells the prefetching process what was asked for last, and counts whether the queue
@@ -232,12 +233,16 @@ pub fn prefetch(
     metrics: Arc<SpoolMetrics>,
     stop: &AtomicBool,
 ) -> Result<bool, ArchiveError> {
-    let Some(_lock) = spool.try_fetch_lock()? else {
+    let Some(_lock) = super::take(|| spool.try_fetch_lock(), || spool.prefetching())? else {
         return Ok(false);
     };
     let pid = spool.fetch_pid_path();
-    fs::write(&pid, format!("{}\n", std::process::id()))
-        .map_err(ArchiveError::io("writing", &pid))?;
+    // Only now, with the lock held, is this process named the prefetcher.
+    write_in(
+        spool.dir(),
+        "fetch.pid",
+        format!("{}\n", std::process::id()).as_bytes(),
+    )?;
     let location = repo.location();
     let mut segment_size: Option<u64> = None;
     let mut last: Option<Wanted> = None;
@@ -246,6 +251,7 @@ pub fn prefetch(
     // A name found missing is not asked for again before this.
     let mut missing: Option<(String, Instant)> = None;
     let me = std::process::id().to_string();
+    let mut stats = String::new();
     while !stop.load(Ordering::SeqCst) {
         // The spool removed under it (or its pid file replaced): nothing will ask again,
         // and writing on would re-create the directory someone deleted.
@@ -294,11 +300,12 @@ pub fn prefetch(
             .filter(|n| spool.meta_dir().join(n).exists())
             .count();
         metrics.set_prefetch_queue(queued);
-        let _ = write_in(
-            &spool.fetch_dir(),
-            "stats",
-            format!("hits {hits} misses {misses} fetched {fetched} queued {queued}\n").as_bytes(),
-        );
+        let now_stats = format!("hits {hits} misses {misses} fetched {fetched} queued {queued}\n");
+        // Written only when it changes: an idle prefetcher writes nothing.
+        if now_stats != stats && write_in(&spool.fetch_dir(), "stats", now_stats.as_bytes()).is_ok()
+        {
+            stats = now_stats;
+        }
         let next = names.iter().find(|n| {
             !spool.meta_dir().join(n).exists()
                 && !missing
@@ -355,10 +362,21 @@ mod tests {
         let spool = Spool::new(top.path().join("spool"));
         let serving = spool.try_lock().expect("lock").expect("free");
         assert!(spool.try_lock().expect("lock").is_none(), "held");
+        // Held, but by nobody named in serve.pid yet: a server starting, not one serving.
+        assert!(!spool.served().expect("served"), "taken before it is ready");
+        drop(serving);
+        let serving = spool.take_serving().expect("lock").expect("free");
         assert!(spool.served().expect("served"));
+        // A second holder is refused.
+        assert!(spool.take_serving().expect("lock").is_none(), "held");
         assert!(!spool.prefetching().expect("prefetching"), "another lock");
         let fetching = spool.try_fetch_lock().expect("lock").expect("free");
         assert!(spool.try_fetch_lock().expect("lock").is_none(), "held");
+        assert!(
+            !spool.prefetching().expect("prefetching"),
+            "no fetch.pid yet"
+        );
+        fs::write(spool.fetch_pid_path(), format!("{}\n", std::process::id())).expect("pid");
         assert!(spool.prefetching().expect("prefetching"));
         drop(serving);
         assert!(!spool.served().expect("served"), "freed");

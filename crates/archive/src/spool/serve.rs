@@ -68,12 +68,10 @@ pub fn serve(
     metrics: Arc<SpoolMetrics>,
     stop: &AtomicBool,
 ) -> Result<bool, ArchiveError> {
-    let Some(_lock) = spool.try_lock()? else {
+    let Some(_lock) = spool.take_serving()? else {
         return Ok(false);
     };
     let pid = spool.pid_path();
-    std::fs::write(&pid, format!("{}\n", std::process::id()))
-        .map_err(ArchiveError::io("writing", &pid))?;
     let status_dir = opts.wal_dir.join("archive_status");
     let workers = opts.workers.max(1);
     // At most `workers` files wait in the channel and `workers` are being stored: memory is
@@ -101,7 +99,9 @@ pub fn serve(
         while done_rx.recv().is_ok() {}
         r
     });
-    let _ = std::fs::remove_file(&pid);
+    if spool.still_ours() {
+        let _ = std::fs::remove_file(&pid);
+    }
     result.map(|()| true)
 }
 
@@ -203,7 +203,19 @@ fn dispatch(
         opts.wal_dir.display(),
         opts.workers.max(1)
     ));
+    // The status last written: it is written again only when it changes, so an idle server
+    // writes nothing.
+    let mut status = String::new();
     while !stop.load(Ordering::SeqCst) {
+        // The spool removed under it (or taken over): writing on would re-create what someone
+        // deleted, and no push would read it.
+        if !spool.still_ours() {
+            log(&format!(
+                "{} no longer names this process; stopping",
+                spool.pid_path().display()
+            ));
+            return Ok(());
+        }
         let ready = match ready_files(status_dir) {
             Ok(r) => r,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -233,11 +245,14 @@ fn dispatch(
             ));
             last_warning = Some(Instant::now());
         }
-        let _ = spool.write_status(&format!(
+        let now_status = format!(
             "backlog {backlog} in_flight {} queue_max {}\n",
             in_flight.len(),
             opts.queue_max
-        ));
+        );
+        if now_status != status && spool.write_status(&now_status).is_ok() {
+            status = now_status;
+        }
         let now = Instant::now();
         for name in &ready {
             if stored.contains(name)

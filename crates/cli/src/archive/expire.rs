@@ -23,7 +23,7 @@ pub fn run(a: ExpireArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return Ok(super::failure(&e)),
     };
     if a.json {
-        println!("{}", to_json(&repo.location(), &a.min_age, &done));
+        outln!("{}", to_json(&repo.location(), &a.min_age, &done));
     } else {
         print_text(&repo.location(), &a.min_age, &done);
     }
@@ -80,10 +80,10 @@ fn to_json(location: &str, min_age: &Age, d: &Expired) -> serde_json::Value {
 fn print_text(location: &str, min_age: &Age, d: &Expired) {
     let verb = if d.dry_run { "would remove" } else { "removed" };
     for (name, _) in &d.removed {
-        println!("{verb} {name}");
+        outln!("{verb} {name}");
     }
     let Some(cutoff) = d.plan.cutoff else {
-        println!("no base backup history file in {location}: nothing removed");
+        outln!("no base backup history file in {location}: nothing removed");
         return;
     };
     if let (Some(since), false) = (d.hold.since(), d.plan.held.is_empty()) {
@@ -92,13 +92,13 @@ fn print_text(location: &str, min_age: &Age, d: &Expired) {
             Some(from) => format!("files archived since {since} start at segment position {from}"),
             None => format!("archived since {since}"),
         };
-        println!(
+        outln!(
             "kept by --min-age {min_age}: {} files the retention alone would remove ({recent})",
             d.plan.held.len(),
         );
     }
     let kept: Vec<&str> = d.plan.kept.iter().map(|b| b.name.as_str()).collect();
-    println!(
+    outln!(
         "{location}: kept {} backups ({}), expired {}; {verb} {} files ({}) before segment position {cutoff}; {} files remain",
         kept.len(),
         kept.join(", "),

@@ -1,12 +1,18 @@
 //! The `--metrics ADDR:PORT` endpoint of the commands that run on threads (`archive serve`,
 //! `archive get --prefetch`, `logical recv`), by the rules of [`crate::scrape`]: bound with
-//! [`bind`], answered from a thread of its own with [`serve`], which adds the process's
-//! resident memory and open descriptors (`process_*`, as a tunnel half gives them) to what
-//! the command renders.
+//! [`bind`], answered with [`serve`], which adds the process's resident memory and open
+//! descriptors (`process_*`, as a tunnel half gives them) to what the command renders.
+//!
+//! One scraper cannot hold the endpoint: each connection is answered on a thread of its own
+//! (at most [`MAX_SCRAPES`] at once; a connection past them is closed unanswered) and gets
+//! [`REQUEST_TIMEOUT`] for the whole exchange, from accept to the last byte of the answer,
+//! however it paces its bytes. The tunnel's halves bound theirs the same way on their runtime.
 
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::gauge::Gauge;
@@ -77,10 +83,42 @@ pub fn bind(addr: &str) -> Result<TcpListener, NetError> {
     TcpListener::bind(addr).map_err(|e| NetError::Config(format!("--metrics {addr}: {e}")))
 }
 
-/// Answers scrapes on `listener` from a thread of its own, for the life of the process, with
-/// what `render` gives at that moment and the process's `process_*` metrics. A slow or silent
-/// scraper holds the thread for at most [`REQUEST_TIMEOUT`].
-pub fn serve(listener: TcpListener, render: impl Fn() -> String + Send + 'static) {
+/// Scrapes answered at once; a connection past them is closed without an answer.
+pub const MAX_SCRAPES: usize = 4;
+
+/// What [`serve_with`] allows each scraper.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Time for the whole exchange, from accept to the last byte of the answer.
+    pub exchange: Duration,
+    /// Connections answered at once.
+    pub connections: usize,
+}
+
+impl Default for Limits {
+    /// [`REQUEST_TIMEOUT`] and [`MAX_SCRAPES`].
+    fn default() -> Self {
+        Limits {
+            exchange: REQUEST_TIMEOUT,
+            connections: MAX_SCRAPES,
+        }
+    }
+}
+
+/// Answers scrapes on `listener` for the life of the process, with what `render` gives at
+/// that moment and the process's `process_*` metrics, within the default [`Limits`].
+pub fn serve(listener: TcpListener, render: impl Fn() -> String + Send + Sync + 'static) {
+    serve_with(listener, render, Limits::default());
+}
+
+/// [`serve`] within `limits`.
+pub fn serve_with(
+    listener: TcpListener,
+    render: impl Fn() -> String + Send + Sync + 'static,
+    limits: Limits,
+) {
+    let render: Arc<dyn Fn() -> String + Send + Sync> = Arc::new(render);
+    let busy = Arc::new(AtomicUsize::new(0));
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(stream) = stream else {
@@ -88,14 +126,46 @@ pub fn serve(listener: TcpListener, render: impl Fn() -> String + Send + 'static
                 std::thread::sleep(Duration::from_millis(50));
                 continue;
             };
-            let _ = answer(stream, &render);
+            let deadline = Instant::now() + limits.exchange;
+            if busy.fetch_add(1, Ordering::SeqCst) >= limits.connections.max(1) {
+                busy.fetch_sub(1, Ordering::SeqCst);
+                continue;
+            }
+            let slot = Slot(Arc::clone(&busy));
+            let render = Arc::clone(&render);
+            // A thread that cannot be started drops the connection, and its slot with it.
+            let _ = std::thread::Builder::new()
+                .name("scrape".into())
+                .spawn(move || {
+                    let _slot = slot;
+                    let _ = answer(stream, &*render, deadline);
+                });
         }
     });
 }
 
-fn answer(mut stream: TcpStream, render: &dyn Fn() -> String) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(REQUEST_TIMEOUT))?;
-    stream.set_write_timeout(Some(REQUEST_TIMEOUT))?;
+/// One of the connections being answered; frees its place when dropped.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Time left before `deadline`, or a timeout error once it has passed.
+fn left(deadline: Instant) -> std::io::Result<Duration> {
+    deadline
+        .checked_duration_since(Instant::now())
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| std::io::Error::new(ErrorKind::TimedOut, "scrape deadline passed"))
+}
+
+fn answer(
+    mut stream: TcpStream,
+    render: &dyn Fn() -> String,
+    deadline: Instant,
+) -> std::io::Result<()> {
     let mut head = Vec::new();
     let mut chunk = [0u8; 1024];
     let asked = loop {
@@ -103,15 +173,28 @@ fn answer(mut stream: TcpStream, render: &dyn Fn() -> String) -> std::io::Result
             Request::Incomplete => {}
             asked => break asked,
         }
-        let n = stream.read(&mut chunk)?;
-        if n == 0 {
-            return Ok(());
-        }
+        // Each read gets only what remains of the exchange's time.
+        stream.set_read_timeout(Some(left(deadline)?))?;
+        let n = match stream.read(&mut chunk) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
         head.extend_from_slice(&chunk[..n]);
     };
     let reply = response(asked, || with_process(&render(), &ProcessFacts::read()));
-    stream.write_all(&reply)?;
-    stream.flush()
+    let mut rest = &reply[..];
+    while !rest.is_empty() {
+        stream.set_write_timeout(Some(left(deadline)?))?;
+        match stream.write(rest) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(n) => rest = &rest[n..],
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// `body`, an exposition that ends in `# EOF`, with `facts` as `process_*` metrics added
@@ -189,6 +272,66 @@ mod tests {
         assert!(out.starts_with("HTTP/1.1 431 "), "{out}");
         // Only the two GET /metrics rendered.
         assert_eq!(scrapes.load(Ordering::SeqCst), 2);
+    }
+
+    /// A scraper that sends its head one byte at a time, waiting `pace` between bytes, until
+    /// the endpoint closes on it or `guard` passes; whether it was closed on.
+    fn trickle(port: u16, pace: Duration, guard: Duration) -> bool {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        s.set_read_timeout(Some(pace)).expect("timeout");
+        let began = std::time::Instant::now();
+        let head = b"GET /metrics HTTP/1.1\r\nX: ";
+        let mut sent = 0usize;
+        let mut byte = [0u8; 1];
+        while began.elapsed() < guard {
+            let b = head.get(sent).copied().unwrap_or(b'a');
+            if s.write_all(&[b]).is_err() {
+                return true;
+            }
+            sent += 1;
+            match s.read(&mut byte) {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                // Closed, reset, or (never) answered: the endpoint is done with it.
+                _ => return true,
+            }
+        }
+        false
+    }
+
+    /// A scraper that sends a byte every 100 ms never completes its head: the endpoint
+    /// answers a normal scraper beside it and cuts it at the exchange's deadline, not after
+    /// 10 s of silence per read (which it never reaches).
+    #[test]
+    fn a_slow_scraper_does_not_hold_the_endpoint() {
+        let listener = bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let limits = Limits {
+            exchange: Duration::from_secs(1),
+            ..Limits::default()
+        };
+        serve_with(listener, || "up 1\n# EOF\n".into(), limits);
+        let slow = std::thread::spawn(move || {
+            trickle(port, Duration::from_millis(100), Duration::from_secs(30))
+        });
+        // Let the slow one be accepted first.
+        std::thread::sleep(Duration::from_millis(300));
+        let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        // A hang guard, not a timing assertion.
+        s.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").expect("send");
+        let mut out = String::new();
+        s.read_to_string(&mut out)
+            .expect("the normal scraper is answered beside the slow one");
+        assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
+        assert!(
+            slow.join().expect("slow scraper"),
+            "the slow scraper was never cut"
+        );
     }
 
     #[test]
