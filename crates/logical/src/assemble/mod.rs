@@ -44,10 +44,7 @@ pub const DEFAULT_WORK_MEM: usize = 64 << 20;
 /// starts a new frame.
 pub const MAX_LIVE_FRAMES: usize = 8;
 
-/// Prefix of every spill file name this store writes (and the only files it removes).
-pub const FILE_PREFIX: &str = "pgcompress-spill-";
-/// Suffix of every spill file name this store writes.
-pub const FILE_SUFFIX: &str = ".spill";
+pub use crate::spill::{FILE_PREFIX, FILE_SUFFIX};
 
 /// How the assembler holds open transactions.
 #[derive(Debug, Clone, PartialEq, Eq)]

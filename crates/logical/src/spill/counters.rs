@@ -1,5 +1,5 @@
 //! Byte and file counters of the spill store, shared by the store and the files it hands out with
-//! committed transactions; the assembler reports them as its [`crate::assemble::SpillStats`].
+//! committed transactions; the assembler reports them as its `SpillStats`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -81,6 +81,11 @@ pub use reader::SpillReader;
 
 use codec::{Method, Spec};
 
+/// Prefix of every spill file name this store writes (and the only files it removes).
+pub const FILE_PREFIX: &str = "pgcompress-spill-";
+/// Suffix of every spill file name this store writes.
+pub const FILE_SUFFIX: &str = ".spill";
+
 /// First bytes of every spill file.
 pub const MAGIC: [u8; 8] = *b"PGCSPILL";
 /// Format version written and read.

@@ -13,7 +13,7 @@ use super::{
     file_header, RecordHeader, FILE_HEADER_LEN, FRAME_MAX_RAW, STRATEGY_ONE_SHOT, STRATEGY_RAW,
     STRATEGY_STREAM, STRATEGY_STREAM_NEW,
 };
-use crate::assemble::{FILE_PREFIX, FILE_SUFFIX};
+use super::{FILE_PREFIX, FILE_SUFFIX};
 use crate::AssembleError;
 
 /// How stream frames are written. Every record carries its own CRC-32C, so the LZ4 frame's
