@@ -100,16 +100,18 @@ impl Waits {
             let wait = self.slice(&what)?;
             match rx.recv_timeout(wait) {
                 Ok(Ok(s)) => return Ok(s),
-                Ok(Err(e)) if e.kind() == std::io::ErrorKind::TimedOut => {
-                    // The deadline passed inside connect(): say so as for any other wait.
-                    let d = self.deadline.expect("a connect timeout has a deadline");
-                    return Err(ConnError::Timeout {
-                        what,
-                        after: d.after,
-                        setting: d.setting,
+                Ok(Err(e)) => {
+                    // The deadline passed inside connect(): say so as for any other wait. Without
+                    // a deadline, the kernel's own timeout (SYNs unanswered) is an I/O error.
+                    return Err(match self.deadline {
+                        Some(d) if e.kind() == std::io::ErrorKind::TimedOut => ConnError::Timeout {
+                            what,
+                            after: d.after,
+                            setting: d.setting,
+                        },
+                        _ => ConnError::io(what)(e),
                     });
                 }
-                Ok(Err(e)) => return Err(ConnError::io(what)(e)),
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
                     return Err(ConnError::Protocol(format!(
