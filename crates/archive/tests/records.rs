@@ -445,3 +445,60 @@ fn a_segment_of_another_system_is_refused_and_the_repository_unchanged() {
         Err(archive::ArchiveError::OtherCluster { .. })
     ));
 }
+
+#[test]
+fn init_reads_the_newest_written_segment_of_a_data_directory() {
+    // A server creates segments ahead of need, zero-filled until used: the newest name in
+    // pg_wal then has no header, and init takes the newest segment that has one.
+    let (name, data) = segments().swap_remove(3);
+    let id = Identity::of_segment(&data).expect("identity");
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("global")).expect("mkdir");
+    let mut control = id.system_identifier.to_le_bytes().to_vec();
+    control.resize(8192, 0);
+    std::fs::write(dir.path().join("global/pg_control"), control).expect("write");
+    let wal = dir.path().join("pg_wal");
+    std::fs::create_dir_all(&wal).expect("mkdir");
+    std::fs::write(wal.join(&name), &data).expect("write");
+    std::fs::write(wal.join("00000001000000FF000000FF"), vec![0u8; data.len()]).expect("write");
+    assert_eq!(
+        archive::repo::data_directory_identity(dir.path()).expect("identity"),
+        id
+    );
+    // pg_control of another system is refused.
+    let mut control = (id.system_identifier ^ 1).to_le_bytes().to_vec();
+    control.resize(8192, 0);
+    std::fs::write(dir.path().join("global/pg_control"), control).expect("write");
+    assert!(archive::repo::data_directory_identity(dir.path()).is_err());
+}
+
+#[test]
+fn a_long_lived_handle_stops_when_the_repository_goes() {
+    // `archive serve` keeps one handle for its life: when the backup volume is unmounted
+    // under it, the bare mount point is not a repository, and nothing is written there.
+    let segs = segments();
+    let id = Identity::of_segment(&segs[3].1).expect("identity");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mount = dir.path().join("mnt");
+    let repo = archive::repo::Repository::local(&mount);
+    repo.init(&id).expect("init");
+    let spec = "zstd:3".parse().expect("spec");
+    for (name, data) in &segs[3..5] {
+        let src = dir.path().join(name);
+        std::fs::write(&src, data).expect("write");
+        if name == &segs[3].0 {
+            repo.push(&src, name, &spec).expect("push while mounted");
+            std::fs::rename(&mount, dir.path().join("volume")).expect("unmount");
+            std::fs::create_dir(&mount).expect("bare mount point");
+        } else {
+            let err = repo
+                .push(&src, name, &spec)
+                .expect_err("push after the unmount");
+            assert!(
+                matches!(err, archive::ArchiveError::NotInitialized { .. }),
+                "{err}"
+            );
+        }
+    }
+    assert_eq!(std::fs::read_dir(&mount).expect("ls").count(), 0);
+}

@@ -30,23 +30,18 @@ pub enum Initialized {
 }
 
 impl Repository {
-    /// The identity the repository records (read once per [`Repository`]):
-    /// [`ArchiveError::NotInitialized`] when the location does not exist or holds no
-    /// identity file.
+    /// The identity the repository records: [`ArchiveError::NotInitialized`] when the
+    /// location does not exist or holds no identity file. It is read anew on every call, never
+    /// cached: a long-lived `archive serve` whose backup volume is unmounted under it must find
+    /// the bare mount point uninitialized, not go on writing into it.
     pub fn identity(&self) -> Result<Identity, ArchiveError> {
-        if let Some(id) = self.identity.get() {
-            return Ok(*id);
+        match self.read_identity()? {
+            Some(id) => Ok(id),
+            None => Err(ArchiveError::NotInitialized {
+                location: self.location(),
+                detail: self.why_absent()?,
+            }),
         }
-        let id = match self.read_identity()? {
-            Some(id) => id,
-            None => {
-                return Err(ArchiveError::NotInitialized {
-                    location: self.location(),
-                    detail: self.why_absent()?,
-                })
-            }
-        };
-        Ok(*self.identity.get_or_init(|| id))
     }
 
     /// The identity file, if there is one.
@@ -76,7 +71,8 @@ impl Repository {
     /// must exist) and writes the identity file. A repository that records the same identity
     /// is left as it is; one that records another, or holds WAL of another system, is
     /// refused and left unchanged. Containers already there (a repository of an earlier
-    /// version) are adopted once the newest WAL segment among them is found to be `wanted`'s.
+    /// version) are adopted once the oldest and the newest WAL segment among them are found
+    /// to be `wanted`'s.
     pub fn init(&self, wanted: &Identity) -> Result<Initialized, ArchiveError> {
         self.store.create_location()?;
         let other = |existing: String| ArchiveError::OtherCluster {
@@ -92,14 +88,17 @@ impl Repository {
             };
         }
         let files = self.files()?;
-        let newest = files
+        let segments: Vec<(crate::retention::Position, u32, &String)> = files
             .iter()
             .filter_map(|(name, _)| match classify(name) {
                 FileKind::Segment { tli, pos } => Some((pos, tli, name)),
                 _ => None,
             })
-            .max();
-        if let Some((_, _, name)) = newest {
+            .collect();
+        // The oldest and the newest segment already there must be the cluster's: reading every
+        // one would decode the whole archive.
+        let ends = [segments.iter().min(), segments.iter().max()];
+        for (_, _, name) in ends.into_iter().flatten() {
             let found = self.archived_segment_identity(name)?;
             if wanted.admits(&found).is_err() {
                 return Err(other(format!("WAL of {found} ({name})")));
@@ -187,28 +186,41 @@ pub fn data_directory_identity(dir: &Path) -> Result<Identity, ArchiveError> {
     };
     let wal = dir.join("pg_wal");
     let rd = fs::read_dir(&wal).map_err(ArchiveError::io("listing", &wal))?;
-    let newest = rd
+    let mut names: Vec<String> = rd
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter(|n| matches!(classify(n), FileKind::Segment { .. }))
-        .max()
-        .ok_or_else(|| ArchiveError::Config(format!("{} holds no WAL segment", wal.display())))?;
-    let path = wal.join(&newest);
-    let mut first = [0u8; FIRST_PAGE_HEADER_LEN];
-    File::open(&path)
-        .and_then(|f| f.read_exact_at(&mut first, 0))
-        .map_err(ArchiveError::io("reading", &path))?;
-    let id = Identity::of_segment(&first).map_err(|source| ArchiveError::Identity {
-        what: path.display().to_string(),
-        source,
-    })?;
-    if id.system_identifier != sysid {
-        return Err(ArchiveError::Config(format!(
-            "{}: global/pg_control names system {sysid}, pg_wal/{newest} system {}",
-            dir.display(),
-            id.system_identifier
-        )));
+        .collect();
+    names.sort_unstable_by(|a, b| b.cmp(a));
+    // The newest segment that has been written: a segment the server created ahead of need
+    // is zeros (or sparse) until it is used, and has no header yet.
+    let mut unread = None;
+    for name in &names {
+        let path = wal.join(name);
+        let mut first = [0u8; FIRST_PAGE_HEADER_LEN];
+        File::open(&path)
+            .and_then(|f| f.read_exact_at(&mut first, 0))
+            .map_err(ArchiveError::io("reading", &path))?;
+        let id = match Identity::of_segment(&first) {
+            Ok(id) => id,
+            Err(source) => {
+                unread.get_or_insert(ArchiveError::Identity {
+                    what: path.display().to_string(),
+                    source,
+                });
+                continue;
+            }
+        };
+        if id.system_identifier != sysid {
+            return Err(ArchiveError::Config(format!(
+                "{}: global/pg_control names system {sysid}, pg_wal/{name} system {}",
+                dir.display(),
+                id.system_identifier
+            )));
+        }
+        return Ok(id);
     }
-    Ok(id)
+    Err(unread
+        .unwrap_or_else(|| ArchiveError::Config(format!("{} holds no WAL segment", wal.display()))))
 }
 
 /// The system identifier in `dir/global/pg_control`; `None` when `dir` has no such file.

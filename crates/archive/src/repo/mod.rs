@@ -228,17 +228,12 @@ pub trait Store: std::fmt::Debug + Send + Sync {
 #[derive(Debug)]
 pub struct Repository {
     store: Box<dyn Store>,
-    /// The identity file, once read: it never changes once written.
-    identity: std::sync::OnceLock<crate::identity::Identity>,
 }
 
 impl Repository {
     /// A repository over `store`.
     pub fn new(store: Box<dyn Store>) -> Repository {
-        Repository {
-            store,
-            identity: std::sync::OnceLock::new(),
-        }
+        Repository { store }
     }
 
     /// A repository in the local directory `dir` (created by [`Repository::init`]).

@@ -45,7 +45,7 @@ of another system, and get refuses to restore into a data directory of another s
 runs in the data directory, whose global/pg_control it reads).\n\n\
 A directory is created with its parents; an S3 bucket must exist. Running init again with the same cluster \
 changes nothing. A repository that pgcompress filled before init existed is initialized the same way: init \
-checks that the newest WAL segment in it is of this cluster, then keeps every file.\n\n\
+checks that the oldest and the newest WAL segment in it are of this cluster, then keeps every file.\n\n\
 Examples:\n  \
 pgcompress archive init --repo /backup/wal --pgdata /var/lib/postgresql/15/main\n  \
 pgcompress archive init --repo s3://pg-wal/main --pgdata \"$PGDATA\"\n  \
