@@ -298,9 +298,13 @@ fn kill_9_during_concurrent_random_sessions_loses_and_duplicates_nothing() {
         "kill -9 model: seed {seed}, {trials} trials (replay with PGCOMPRESS_MODEL_SEED={seed})"
     );
     let cluster = model_cluster(&["ours".to_owned()]);
+    // The sessions' scripts go where the server user can read them; the output and its spill
+    // directory in a directory of the account running the consumer, which refuses a spill
+    // directory inside one another account owns.
     let dir = tempfile::tempdir().expect("tempdir");
     pgtest::run::chown_to_server_user(dir.path()).ok();
-    let out = dir.path().join("cdc.jsonl");
+    let out_dir = tempfile::tempdir().expect("tempdir");
+    let out = out_dir.path().join("cdc.jsonl");
     let done = Arc::new(AtomicBool::new(false));
     // The sessions run round after round of 20 random transactions each until the trials end.
     let workload = {
