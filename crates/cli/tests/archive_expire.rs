@@ -9,7 +9,9 @@ mod archive_support;
 use archive::retention::{classify, FileKind, Position};
 use archive_support::restore::{switch_and_wait_archived, wait, Restored};
 use archive_support::s3::{Moto, S3Repo};
-use archive_support::{archive, list_json, server_writable_dir, Repo};
+use archive_support::{
+    archive, expire_json, names, position, server_scratch, server_writable_dir, Repo,
+};
 use pgtest::run::run;
 use pgtest::Cluster;
 use std::collections::BTreeSet;
@@ -24,7 +26,7 @@ const CHECKSUM_SQL: &str = "SELECT md5(string_agg(aid::text || ':' || abalance, 
 
 #[test]
 fn expire_on_a_directory_keeps_what_the_kept_backups_need() {
-    let scratch = scratch();
+    let scratch = server_scratch("pgc-expire-");
     let top = scratch.path();
     let repo = server_writable_dir(top, "repo");
     expire_scenario(&repo, top);
@@ -36,54 +38,20 @@ fn expire_on_s3_keeps_what_the_kept_backups_need() {
         return;
     };
     moto.create_bucket("pgc-expire");
-    let scratch = scratch();
+    let scratch = server_scratch("pgc-expire-");
     let top = scratch.path();
     let mut repo = S3Repo::new(&moto, "pgc-expire", "cluster/wal");
     repo.write_config(&top.join("pgcompress.toml"));
     expire_scenario(&repo, top);
 }
 
-fn scratch() -> tempfile::TempDir {
-    let scratch = tempfile::Builder::new()
-        .prefix("pgc-expire-")
-        .tempdir()
-        .expect("tempdir");
-    pgtest::run::chown_to_server_user(scratch.path()).expect("chown");
-    scratch
-}
-
-/// The names the repository holds.
-fn names<R: Repo + ?Sized>(repo: &R) -> BTreeSet<String> {
-    list_json(repo)["files"]
-        .as_array()
-        .expect("files")
-        .iter()
-        .map(|f| f["name"].as_str().expect("name").to_owned())
-        .collect()
-}
-
-/// `archive expire ARGS --json --min-age 0`; panics unless it exits 0. These tests are
+/// `archive expire --json --min-age 0 ARGS`; panics unless it exits 0. These tests are
 /// about retention by backups: files pushed seconds ago are not held back
 /// (archive_expire_running.rs tests the minimum age).
 fn expire<R: Repo + ?Sized>(repo: &R, args: &[&str]) -> serde_json::Value {
-    let mut all = vec!["expire", "--json", "--min-age", "0"];
+    let mut all = vec!["--min-age", "0"];
     all.extend_from_slice(args);
-    let out = archive(repo, &all);
-    assert!(
-        out.status.success(),
-        "expire {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("json")
-}
-
-fn position(name: &str) -> Option<Position> {
-    match classify(name) {
-        FileKind::Segment { pos, .. }
-        | FileKind::Partial { pos, .. }
-        | FileKind::BackupHistory { pos, .. } => Some(pos),
-        _ => None,
-    }
+    expire_json(repo, &all)
 }
 
 fn backup_files(names: &BTreeSet<String>) -> Vec<String> {

@@ -12,13 +12,14 @@
 
 mod archive_support;
 
-use archive::retention::{classify, parse_segment_name, FileKind, Position};
+use archive::retention::{classify, parse_segment_name, FileKind};
 use archive_support::restore::{switch_and_wait_archived, wait, Restored};
 use archive_support::s3::{Moto, S3Repo};
-use archive_support::{archive, list_json, server_writable_dir, Repo};
+use archive_support::{
+    archive, expire_json, names, position, server_scratch, server_writable_dir, Repo,
+};
 use pgtest::run::{as_server_user, run};
 use pgtest::Cluster;
-use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -40,14 +41,14 @@ enum Long {
 
 #[test]
 fn expire_on_a_directory_keeps_a_running_low_level_backup_restorable() {
-    let scratch = scratch();
+    let scratch = server_scratch("pgc-expire-running-");
     let repo = server_writable_dir(scratch.path(), "repo");
     scenario(&repo, scratch.path(), Long::LowLevel);
 }
 
 #[test]
 fn expire_on_a_directory_keeps_a_running_pg_basebackup_restorable() {
-    let scratch = scratch();
+    let scratch = server_scratch("pgc-expire-running-");
     let repo = server_writable_dir(scratch.path(), "repo");
     scenario(&repo, scratch.path(), Long::Streamed);
 }
@@ -94,52 +95,11 @@ fn s3(test: &str, long: Long) {
         return;
     };
     moto.create_bucket("pgc-running");
-    let scratch = scratch();
+    let scratch = server_scratch("pgc-expire-running-");
     let top = scratch.path();
     let mut repo = S3Repo::new(&moto, "pgc-running", "cluster/wal");
     repo.write_config(&top.join("pgcompress.toml"));
     scenario(&repo, top, long);
-}
-
-fn scratch() -> tempfile::TempDir {
-    let scratch = tempfile::Builder::new()
-        .prefix("pgc-expire-running-")
-        .tempdir()
-        .expect("tempdir");
-    pgtest::run::chown_to_server_user(scratch.path()).expect("chown");
-    scratch
-}
-
-/// The names the repository holds.
-fn names<R: Repo + ?Sized>(repo: &R) -> BTreeSet<String> {
-    list_json(repo)["files"]
-        .as_array()
-        .expect("files")
-        .iter()
-        .map(|f| f["name"].as_str().expect("name").to_owned())
-        .collect()
-}
-
-/// `archive expire ARGS --json`; panics unless it exits 0.
-fn expire<R: Repo + ?Sized>(repo: &R, args: &[&str]) -> serde_json::Value {
-    let mut all = vec!["expire", "--json"];
-    all.extend_from_slice(args);
-    let out = archive(repo, &all);
-    assert!(
-        out.status.success(),
-        "expire {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("json")
-}
-
-fn position(name: &str) -> Option<Position> {
-    match classify(name) {
-        FileKind::Segment { pos, .. }
-        | FileKind::Partial { pos, .. }
-        | FileKind::BackupHistory { pos, .. } => Some(pos),
-        _ => None,
-    }
 }
 
 /// Some WAL, switched and archived.
@@ -383,7 +343,7 @@ fn scenario<R: Repo + ?Sized>(repo: &R, top: &Path, long: Long) {
     assert_eq!(streaming, if low.is_some() { "0" } else { "1" });
 
     // Without the minimum age, --keep 1 cuts at B's start: the bug.
-    let bare = expire(repo, &["--keep", "1", "--min-age", "0", "--dry-run"]);
+    let bare = expire_json(repo, &["--keep", "1", "--min-age", "0", "--dry-run"]);
     let doomed: Vec<&str> = bare["removed"]
         .as_array()
         .expect("removed")
@@ -400,7 +360,7 @@ fn scenario<R: Repo + ?Sized>(repo: &R, top: &Path, long: Long) {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     assert!(text.contains("kept by --min-age 24h: "), "{text}");
-    let done = expire(repo, &["--keep", "1"]);
+    let done = expire_json(repo, &["--keep", "1"]);
     assert_eq!(done["removed_files"], 0, "{done}");
     assert_eq!(done["min_age"], "24h", "{done}");
     for n in &doomed {
@@ -417,7 +377,7 @@ fn scenario<R: Repo + ?Sized>(repo: &R, top: &Path, long: Long) {
 
     // A minimum age that just reaches back to A's start: what precedes A goes, A keeps all.
     let age = format!("{}s", a_time.elapsed().expect("clock").as_secs() + 2);
-    let done = expire(repo, &["--keep", "1", "--min-age", &age]);
+    let done = expire_json(repo, &["--keep", "1", "--min-age", &age]);
     assert_eq!(done["held_from"], a_pos.to_string(), "{done}");
     assert_eq!(done["cutoff"], a_pos.to_string(), "{done}");
     assert_eq!(done["retention_cutoff"], b_pos.to_string(), "{done}");

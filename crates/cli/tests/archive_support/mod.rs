@@ -366,3 +366,48 @@ fn init_with<R: Repo + ?Sized>(repo: &R, args: &[&str]) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A scratch directory the server user may write into (its archive_command and its data
+/// directories live there).
+pub fn server_scratch(prefix: &str) -> tempfile::TempDir {
+    let scratch = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .expect("tempdir");
+    pgtest::run::chown_to_server_user(scratch.path()).expect("chown");
+    scratch
+}
+
+/// The names the repository holds.
+pub fn names<R: Repo + ?Sized>(repo: &R) -> std::collections::BTreeSet<String> {
+    list_json(repo)["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .map(|f| f["name"].as_str().expect("name").to_owned())
+        .collect()
+}
+
+/// `archive expire --json ARGS`; panics unless it exits 0.
+pub fn expire_json<R: Repo + ?Sized>(repo: &R, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["expire", "--json"];
+    all.extend_from_slice(args);
+    let out = archive(repo, &all);
+    assert!(
+        out.status.success(),
+        "expire {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+/// The segment position of a WAL, `.partial` or backup history file name.
+pub fn position(name: &str) -> Option<archive::retention::Position> {
+    use archive::retention::{classify, FileKind};
+    match classify(name) {
+        FileKind::Segment { pos, .. }
+        | FileKind::Partial { pos, .. }
+        | FileKind::BackupHistory { pos, .. } => Some(pos),
+        _ => None,
+    }
+}
