@@ -87,13 +87,38 @@ fn stats(a: StatsArgs) -> anyhow::Result<ExitCode> {
     if s.start_lsn == wal::Lsn::INVALID {
         anyhow::bail!("no valid WAL record found: {}", stop_text(&s.stop));
     }
+    let damage = damage(&a.input, &s)?;
     if a.json {
-        outln!("{}", serde_json::to_string_pretty(&stats_json(&s))?);
+        let mut j = stats_json(&s);
+        j["damage"] = damage.as_ref().map_or(
+            serde_json::Value::Null,
+            |c| json!({"file": c.file, "lsn": c.lsn.to_string(), "error": c.what}),
+        );
+        outln!("{}", serde_json::to_string_pretty(&j)?);
     } else {
         out!("{}", s.pg_waldump_table());
         print_extras(&s);
     }
-    Ok(ExitCode::SUCCESS)
+    // pg_waldump prints what it read, then the error, and exits 1: so do we, so that
+    // a script reading the status learns of damage.
+    match damage {
+        Some(c) => {
+            eprintln!("pgcompress: corrupt WAL: {c}; the statistics cover the WAL before it");
+            Ok(ExitCode::from(1))
+        }
+        None => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// Whether reading stopped at damage rather than at the ordinary end of WAL (zeros
+/// after the last record, recycled pages), as `wal verify` judges it. pg_waldump
+/// cannot tell them apart and exits 1 on both; a live pg_wal is not damaged.
+fn damage(input: &WalInput, s: &WalStats) -> anyhow::Result<Option<wal::verify::Corruption>> {
+    if !matches!(s.stop, Some(Stop::Invalid(_))) {
+        return Ok(None);
+    }
+    let set = SegmentSet::from_paths(&input.paths)?;
+    Ok(wal::verify::verify(&set, options(input)?, threads(input))?.err())
 }
 
 pub fn stats_json(s: &WalStats) -> serde_json::Value {

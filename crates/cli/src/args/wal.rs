@@ -10,7 +10,11 @@ pub enum WalCommand {
         after_help = "Reads from the first record that starts in the first segment to the end of valid WAL,\n\
 like `pg_waldump --stats -p DIR FIRST LAST`.\n\n\
 Examples:\n  pgcompress wal stats $PGDATA/pg_wal\n  pgcompress wal stats --json /archive/000000010000000000000010 /archive/000000010000000000000011\n\n\
-Exit status: 0 statistics printed; 2 unreadable input or not WAL."
+Exit status, as pg_waldump's on damage: 0 statistics printed, the WAL sound to its end;\n\
+1 damaged or truncated WAL (as `wal verify` judges it): statistics up to the damage printed, and\n\
+one line on stderr names the file, LSN and what is wrong; 2 unreadable input or not WAL.\n\
+The ordinary end of a live pg_wal (zeros after the last record) is not damage: pg_waldump\n\
+exits 1 there, pgcompress 0."
     )]
     Stats(StatsArgs),
     /// Check every page header, record CRC, block header and image.
