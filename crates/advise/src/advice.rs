@@ -135,3 +135,33 @@ pub enum Progress {
         total: u64,
     },
 }
+
+/// Advice around given candidates, for the unit tests of the renderers.
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use super::*;
+
+    /// Advice over `candidates` with plausible totals (5 000 images, 40 MB of page data).
+    pub fn advice(candidates: Vec<CandidateAdvice>) -> Advice {
+        Advice {
+            pg_version: 18,
+            segments: 35,
+            start_lsn: wal::Lsn(0x700210),
+            end_lsn: wal::Lsn(0x2A00000),
+            end: "end of input".into(),
+            records: 32_000,
+            images: 5_000,
+            image_page_bytes: 40_000_000,
+            images_by_method: [5_000, 0, 0, 0],
+            actual_fpi_bytes: 40_000_000,
+            actual_combined_bytes: 50_000_000,
+            actual_wal_bytes: 51_000_000,
+            switch_tail_bytes: 0,
+            candidates,
+            lz4_version: "1.10.0".into(),
+            zstd_version: "1.5.7".into(),
+            threads: 1,
+            elapsed: Duration::from_secs(1),
+        }
+    }
+}

@@ -28,9 +28,14 @@ pub fn saving(reference: u64, value: f64) -> f64 {
 /// How a sampled figure's interval reads: "±0.50% (20.0% of images)" when it is
 /// symmetric to the shown precision, else "-2.73%/+1.53% (...)" (the interval widens
 /// towards the side images missed by the sample would pull the figure); "exact"
-/// when every image was measured.
+/// when every image was measured; no figure when the interval is too wide to mean
+/// anything ([`crate::rank::informative`]).
 pub fn interval(c: &crate::advice::CandidateAdvice) -> String {
     match (c.ci_low, c.ci_high) {
+        _ if c.sampled && !crate::rank::informative(c) => format!(
+            "estimate, interval too wide to rank ({:.1}% of images)",
+            100.0 * c.sample_rate
+        ),
         (Some(lo), Some(hi)) if c.sampled => {
             let v = c.predicted_fpi_bytes.max(1) as f64;
             let below = 100.0 * c.predicted_fpi_bytes.saturating_sub(lo) as f64 / v;
@@ -81,6 +86,12 @@ mod tests {
         c.ci_low = Some(9_727);
         c.ci_high = Some(10_153);
         assert_eq!(interval(&c), "-2.73%/+1.53% (20.0% of images)");
+        c.ci_low = Some(0);
+        c.ci_high = Some(32_900);
+        assert_eq!(
+            interval(&c),
+            "estimate, interval too wide to rank (20.0% of images)"
+        );
         c.sampled = false;
         assert_eq!(interval(&c), "exact");
     }

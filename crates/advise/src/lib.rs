@@ -37,6 +37,7 @@ mod error;
 pub mod estimate;
 pub mod fmt;
 pub mod html;
+pub mod rank;
 mod recommend;
 mod work;
 

@@ -9,7 +9,8 @@
 //!    saves more than that share.
 //! 3. What a level would add: the non-stock candidate with the smallest `W` whose
 //!    CPU per MB is at most [`MAX_COST_FACTOR`] times that of the setting from 2
-//!    (or of the cheapest compressing stock candidate, when 2 chose `off`).
+//!    (or of the cheapest compressing stock candidate, when 2 chose `off`); a sampled
+//!    one only when its whole interval is below the setting's `W` ([`crate::rank`]).
 
 use crate::advice::{Advice, CandidateAdvice};
 use codec::Method;
@@ -63,7 +64,12 @@ pub fn recommend(a: &Advice) -> Option<Recommendation> {
     let level = (0..c.len())
         .filter(|&i| !c[i].stock)
         .filter(|&i| c[i].compress_ns_per_mb <= MAX_COST_FACTOR * cost_ref)
-        .filter(|&i| c[i].predicted_wal_bytes < c[chosen].predicted_wal_bytes)
+        // A sampled level counts only when its whole interval is below: a saving the
+        // sample does not establish is not advice.
+        .filter(|&i| {
+            crate::rank::informative(&c[i])
+                && crate::rank::wal_interval(&c[i]).1 < c[chosen].predicted_wal_bytes
+        })
         .min_by_key(|&i| c[i].predicted_wal_bytes);
     Some(Recommendation {
         stock: chosen,
@@ -99,8 +105,9 @@ impl Recommendation {
                     format!("{:.0} MB/s", 1e9 / l.compress_ns_per_mb.max(1.0))
                 };
                 line.push_str(&format!(
-                    "; a level choice would add: {} saves {} more ({:.1}% of off) at {factor} (not in stock PostgreSQL)",
+                    "; a level choice would add: {} saves {}{} more ({:.1}% of off) at {factor} (not in stock PostgreSQL)",
                     l.spec,
+                    if l.sampled { "an estimated " } else { "" },
                     crate::fmt::bytes(s.predicted_wal_bytes.saturating_sub(l.predicted_wal_bytes)),
                     crate::fmt::saving(s.predicted_wal_bytes, l.predicted_wal_bytes as f64) * s.predicted_wal_bytes as f64
                         / off_w.max(1) as f64,

@@ -31,6 +31,7 @@ pub fn run(a: AdviseArgs) -> anyhow::Result<ExitCode> {
             usize::from,
         ),
         exhaustive: a.exhaustive,
+        sample_rate: a.sample_rate,
         ..Options::default()
     };
     let set = SegmentSet::from_paths(&a.input.paths)?;
@@ -89,13 +90,6 @@ pub fn run(a: AdviseArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Candidates by predicted WAL bytes, fewest first (largest saving first).
-fn sorted(a: &Advice) -> Vec<&CandidateAdvice> {
-    let mut v: Vec<&CandidateAdvice> = a.candidates.iter().collect();
-    v.sort_by_key(|c| (c.predicted_wal_bytes, c.predicted_fpi_bytes));
-    v
-}
-
 fn off_wal(a: &Advice) -> Option<u64> {
     a.candidates
         .iter()
@@ -142,8 +136,12 @@ pub(crate) fn print_table(a: &Advice) {
     );
     outln!();
     let off = off_wal(a);
+    let places = advise::rank::ranking(a);
+    let (ranked, unranked): (Vec<&advise::rank::Place>, Vec<_>) =
+        places.iter().partition(|p| p.rank.is_some());
     outln!(
-        "{:<12} {:<5} {:>14} {:>14} {:>9} {:>8} {:>9} {:>9} {:>8}  sampled",
+        "{:<5} {:<12} {:<5} {:>14} {:>14} {:>9} {:>8} {:>9} {:>9} {:>8}  sampled",
+        "rank",
         "spec",
         "stock",
         "FPI bytes",
@@ -154,25 +152,25 @@ pub(crate) fn print_table(a: &Advice) {
         "dec MB/s",
         "ctx KiB",
     );
-    for c in sorted(a) {
-        let sampled = advise::fmt::interval(c);
+    for p in ranked {
         outln!(
-            "{:<12} {:<5} {:>14} {:>14} {:>8.1}% {:>7} {:>9} {:>9} {:>8}  {}",
-            c.spec.to_string(),
-            if c.stock { "yes" } else { "no" },
-            c.predicted_fpi_bytes,
-            c.predicted_wal_bytes,
-            advise::fmt::saving(a.actual_wal_bytes, c.predicted_wal_bytes as f64),
-            off.map_or("-".into(), |o| format!(
-                "{:.1}%",
-                advise::fmt::saving(o, c.predicted_wal_bytes as f64)
-            )),
-            mb_per_s(c.compress_ns_per_mb),
-            mb_per_s(c.decompress_ns_per_mb),
-            c.context_bytes
-                .map_or("?".into(), |b| format!("{:.0}", b as f64 / 1024.0)),
-            sampled
+            "{:<5} {}  {}",
+            p.rank_text(),
+            row(a, off, p.candidate),
+            advise::fmt::interval(p.candidate)
         );
+    }
+    if !unranked.is_empty() {
+        outln!(
+            "Not ranked: sampled too thinly to place among the others (estimates, by WAL bytes; --exhaustive measures every image):"
+        );
+        for p in unranked {
+            outln!(
+                "{}  {}",
+                row(a, off, p.candidate),
+                advise::rank::unranked_note(p.candidate, a.images)
+            );
+        }
     }
     outln!(
         "(saving = fewer WAL bytes; MB/s per core of page data; liblz4 {}, libzstd {}; {} threads, {:.1} s)",
@@ -186,10 +184,31 @@ pub(crate) fn print_table(a: &Advice) {
     }
 }
 
+/// The figures of one candidate, from spec to context size.
+fn row(a: &Advice, off: Option<u64>, c: &CandidateAdvice) -> String {
+    format!(
+        "{:<12} {:<5} {:>14} {:>14} {:>8.1}% {:>7} {:>9} {:>9} {:>8}",
+        c.spec.to_string(),
+        if c.stock { "yes" } else { "no" },
+        c.predicted_fpi_bytes,
+        c.predicted_wal_bytes,
+        advise::fmt::saving(a.actual_wal_bytes, c.predicted_wal_bytes as f64),
+        off.map_or("-".into(), |o| format!(
+            "{:.1}%",
+            advise::fmt::saving(o, c.predicted_wal_bytes as f64)
+        )),
+        mb_per_s(c.compress_ns_per_mb),
+        mb_per_s(c.decompress_ns_per_mb),
+        c.context_bytes
+            .map_or("?".into(), |b| format!("{:.0}", b as f64 / 1024.0)),
+    )
+}
+
 pub(crate) fn to_json(a: &Advice) -> serde_json::Value {
-    let cands: Vec<_> = sorted(a)
+    let cands: Vec<_> = advise::rank::ranking(a)
         .into_iter()
-        .map(|c| {
+        .map(|p| {
+            let c = p.candidate;
             json!({
                 "spec": c.spec.to_string(),
                 "stock": c.stock,
@@ -205,6 +224,8 @@ pub(crate) fn to_json(a: &Advice) -> serde_json::Value {
                 "sample_rate": c.sample_rate,
                 "ci_low": c.ci_low,
                 "ci_high": c.ci_high,
+                "interval_informative": advise::rank::informative(c),
+                "rank": p.rank.map(|(best, worst)| json!({"best": best, "worst": worst})),
             })
         })
         .collect();

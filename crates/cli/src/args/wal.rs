@@ -88,10 +88,29 @@ pub struct AdviseArgs {
     /// Compress every image with every candidate (no sampling).
     #[arg(long)]
     pub exhaustive: bool,
+    /// Measure each non-stock candidate on this share of the images (0 < R <= 1)
+    /// instead of the share its CPU budget allows; stock candidates are always
+    /// measured on every image.
+    #[arg(long, value_name = "R", value_parser = sample_rate, conflicts_with = "exhaustive")]
+    pub sample_rate: Option<f64>,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
     /// Also write a self-contained HTML report (charts and table) to FILE.
     #[arg(long, value_name = "FILE")]
     pub html: Option<std::path::PathBuf>,
+}
+
+/// A sampling rate: a number in (0, 1].
+fn sample_rate(s: &str) -> Result<f64, String> {
+    let r: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number; give a share of images, e.g. 0.1"))?;
+    if r > 0.0 && r <= 1.0 {
+        Ok(r)
+    } else {
+        Err(format!(
+            "{s} is not in (0, 1]; give a share of images, e.g. 0.1"
+        ))
+    }
 }
