@@ -9,8 +9,11 @@
 //! - `#chart-wal-bytes`: predicted WAL bytes per candidate, fewest first, one
 //!   `rect.bar` per candidate.
 
+mod place;
+
 use crate::advice::{Advice, CandidateAdvice};
 use codec::Method;
+use place::Box2;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
@@ -145,8 +148,9 @@ svg text{font-family:system-ui,'DejaVu Sans',sans-serif;fill:#1d1d1f}
 table{border-collapse:collapse;font-size:13px;width:100%}
 th,td{padding:4px 8px;border-bottom:1px solid #e5e5e5;text-align:right;white-space:nowrap}
 th{background:#f5f5f7}
-td:first-child,th:first-child,td:nth-child(2),th:nth-child(2),td:last-child,th:last-child{text-align:left}
-tr.stock td:first-child{color:#1f5fbf;font-weight:600}
+td:nth-child(2),th:nth-child(2),td:nth-child(3),th:nth-child(3),td:last-child,th:last-child{text-align:left}
+tr.stock td:nth-child(2){color:#1f5fbf;font-weight:600}
+rect.bar.estimate{fill-opacity:0.35}
 tr.recommended td{background:#eef4ff}
 </style>
 ";
@@ -176,13 +180,6 @@ fn summary(a: &Advice) -> String {
         crate::fmt::bytes(a.actual_wal_bytes),
         crate::fmt::bytes(a.switch_tail_bytes)
     )
-}
-
-/// Candidates by predicted WAL bytes, fewest first, as the CLI table sorts them.
-fn sorted(a: &Advice) -> Vec<&CandidateAdvice> {
-    let mut v: Vec<&CandidateAdvice> = a.candidates.iter().collect();
-    v.sort_by_key(|c| (c.predicted_wal_bytes, c.predicted_fpi_bytes));
-    v
 }
 
 /// The WAL bytes savings are measured against: `off`'s prediction when it is a
@@ -271,8 +268,9 @@ fn scatter(a: &Advice) -> String {
     };
     let sav = |c: &CandidateAdvice| crate::fmt::saving(ref_bytes, c.predicted_wal_bytes as f64);
     // Whiskers: the FPI interval moves WAL bytes one for one.
+    // None for an interval too wide to rank: it would stretch the axis and say nothing.
     let whisker = |c: &CandidateAdvice| match (c.ci_low, c.ci_high) {
-        (Some(l), Some(hh)) if c.sampled => {
+        (Some(l), Some(hh)) if c.sampled && crate::rank::informative(c) => {
             let w = c.predicted_wal_bytes as f64;
             let d_lo = c.predicted_fpi_bytes as f64 - l as f64;
             let d_hi = hh as f64 - c.predicted_fpi_bytes as f64;
@@ -427,30 +425,55 @@ fn scatter(a: &Advice) -> String {
     let recommended = crate::recommend(a);
     let mut order: Vec<usize> = (0..a.candidates.len()).collect();
     order.sort_by_key(|&i| a.candidates[i].stock);
-    let mut boxes: Vec<(f64, f64, f64, f64)> = Vec::new();
-    let mut labels = String::new();
+    let pos: Vec<(f64, f64)> = a
+        .candidates
+        .iter()
+        .map(|c| (x_of(ms(c)), y_of(sav(c))))
+        .collect();
+    // Points first claim their own space, so labels and whiskers do not cover them.
+    let markers: Vec<Box2> = pos
+        .iter()
+        .map(|&(x, y)| (x - 6.0, y - 6.0, x + 6.0, y + 6.0))
+        .collect();
+    let mut boxes = markers.clone();
     boxes.push(legend(&mut o, ml + pw, bottom));
-    // Points first claim their own space, so labels do not cover them.
-    for c in &a.candidates {
-        let (x, y) = (x_of(ms(c)), y_of(sav(c)));
-        boxes.push((x - 5.0, y - 5.0, x + 5.0, y + 5.0));
-    }
+    let whiskers: Vec<Option<(f64, f64, f64)>> = a
+        .candidates
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let (l, hh) = whisker(c)?;
+            let (ya, yb) = (y_of(l), y_of(hh));
+            let wx = place::whisker_x(i, pos[i].0, ya, yb, &markers)?;
+            boxes.push((wx - place::CAP, ya.min(yb), wx + place::CAP, ya.max(yb)));
+            Some((wx, ya, yb))
+        })
+        .collect();
+    let area = (ml, mt, ml + pw, bottom);
+    let mut labels = String::new();
     for &i in &order {
         let c = &a.candidates[i];
-        let (x, y) = (x_of(ms(c)), y_of(sav(c)));
-        if let Some((l, hh)) = whisker(c) {
-            let (ya, yb) = (y_of(l), y_of(hh));
-            let col = if c.stock { STOCK } else { OTHER };
+        let (x, y) = pos[i];
+        let spec = esc(&c.spec.to_string());
+        let col = if c.stock { STOCK } else { OTHER };
+        if let Some((wx, ya, yb)) = whiskers[i] {
+            // Beside its point, a short line joins them.
+            let join = if wx == x {
+                String::new()
+            } else {
+                format!("M{x:.1} {y:.1}H{wx:.1}")
+            };
             let _ = writeln!(
                 o,
-                "<path class=\"whisker\" d=\"M{x:.1} {ya:.1}V{yb:.1}M{:.1} {ya:.1}H{:.1}M{:.1} {yb:.1}H{:.1}\" \
+                "<path class=\"whisker\" data-spec=\"{spec}\" d=\"M{wx:.1} {ya:.1}V{yb:.1}M{:.1} {ya:.1}H{:.1}M{:.1} {yb:.1}H{:.1}{join}\" \
                  stroke=\"{col}\" fill=\"none\"/>",
-                x - 4.0,
-                x + 4.0,
-                x - 4.0,
-                x + 4.0
+                wx - place::CAP,
+                wx + place::CAP,
+                wx - place::CAP,
+                wx + place::CAP
             );
         }
+        let ranked = crate::rank::informative(c);
         let tip = format!(
             "{}: {} WAL bytes ({:.1}% saved vs {ref_name}), {} MB/s compression, {} MB/s decompression{}",
             c.spec,
@@ -458,7 +481,11 @@ fn scatter(a: &Advice) -> String {
             sav(c),
             mb_per_s(c.compress_ns_per_mb),
             mb_per_s(c.decompress_ns_per_mb),
-            if c.sampled { ", sampled" } else { "" }
+            match (c.sampled, ranked) {
+                (false, _) => String::new(),
+                (true, true) => format!(", sampled: {}", crate::fmt::interval(c)),
+                (true, false) => format!(", {}", crate::rank::unranked_note(c, a.images)),
+            }
         );
         if recommended.as_ref().is_some_and(|r| r.stock == i) {
             let _ = writeln!(
@@ -469,15 +496,21 @@ fn scatter(a: &Advice) -> String {
         if c.stock {
             let _ = writeln!(
                 o,
-                "<circle class=\"point stock\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"5.5\" fill=\"{STOCK}\" stroke=\"#fff\">\
+                "<circle class=\"point stock\" data-spec=\"{spec}\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"5.5\" fill=\"{STOCK}\" stroke=\"#fff\">\
                  <title>{}</title></circle>",
                 esc(&tip)
             );
         } else {
+            // An estimate too uncertain to rank is hollow: a place, not a figure.
+            let (class, fill, stroke) = if ranked {
+                ("point other", OTHER, "#fff")
+            } else {
+                ("point other estimate", "#fff", OTHER)
+            };
             let _ = writeln!(
                 o,
-                "<rect class=\"point other\" x=\"{:.1}\" y=\"{:.1}\" width=\"9\" height=\"9\" fill=\"{OTHER}\" \
-                 stroke=\"#fff\"><title>{}</title></rect>",
+                "<rect class=\"{class}\" data-spec=\"{spec}\" x=\"{:.1}\" y=\"{:.1}\" width=\"9\" height=\"9\" fill=\"{fill}\" \
+                 stroke=\"{stroke}\"><title>{}</title></rect>",
                 x - 4.5,
                 y - 4.5,
                 esc(&tip)
@@ -485,34 +518,20 @@ fn scatter(a: &Advice) -> String {
         }
         let text = c.spec.to_string();
         let (size, tw, th) = (12.0, text_width(&text, 12.0), 12.0);
-        let candidates = [
-            (x + 8.0, y + 4.0),
-            (x - 8.0 - tw, y + 4.0),
-            (x - tw / 2.0, y - 9.0),
-            (x - tw / 2.0, y + 17.0),
-            (x + 8.0, y - 8.0),
-            (x + 8.0, y + 16.0),
-            (x - 8.0 - tw, y - 8.0),
-            (x - 8.0 - tw, y + 16.0),
-            (x + 8.0, y - 20.0),
-            (x + 8.0, y + 28.0),
-        ];
-        let fits = |bx: f64, by: f64| {
-            let b = (bx, by - th + 2.0, bx + tw, by + 2.0);
-            b.0 >= ml
-                && b.2 <= ml + pw
-                && b.1 >= mt
-                && b.3 <= bottom
-                && !boxes
-                    .iter()
-                    .any(|o| b.0 < o.2 && o.0 < b.2 && b.1 < o.3 && o.1 < b.3)
+        let Some((lx, ly)) = place::label_spot(x, y, tw, th, area, &boxes) else {
+            // No room left anywhere near: the tooltip and the table still name it.
+            continue;
         };
-        let (lx, ly) = candidates
-            .iter()
-            .copied()
-            .find(|&(bx, by)| fits(bx, by))
-            .unwrap_or(candidates[0]);
-        boxes.push((lx, ly - th + 2.0, lx + tw, ly + 2.0));
+        let b = place::text_box(lx, ly, tw, th);
+        boxes.push(b);
+        // Far from its point: a leader line to the label's nearest edge.
+        let (nx, ny) = (x.clamp(b.0, b.2), y.clamp(b.1, b.3));
+        if (nx - x).hypot(ny - y) > 14.0 {
+            let _ = writeln!(
+                o,
+                "<line class=\"leader\" x1=\"{x:.1}\" y1=\"{y:.1}\" x2=\"{nx:.1}\" y2=\"{ny:.1}\" stroke=\"#999\" stroke-width=\"0.8\"/>"
+            );
+        }
         let _ = writeln!(
             labels,
             "<text class=\"label\" x=\"{lx:.1}\" y=\"{ly:.1}\" font-size=\"{size}\"{}>{}</text>",
@@ -553,7 +572,10 @@ fn legend(o: &mut String, right: f64, bottom: f64) -> (f64, f64, f64, f64) {
 /// WAL bytes as a dashed line.
 fn bars(a: &Advice) -> String {
     let (ref_bytes, ref_name) = reference(a);
-    let rows = sorted(a);
+    let rows: Vec<&CandidateAdvice> = crate::rank::ranking(a)
+        .iter()
+        .map(|p| p.candidate)
+        .collect();
     let (ml, mr, mt, row) = (110.0, 200.0, 10.0, 22.0);
     let pw = WIDTH - ml - mr;
     let ph = row * rows.len().max(1) as f64;
@@ -615,7 +637,11 @@ fn bars(a: &Advice) -> String {
             y + row / 2.0 + 4.0,
             if c.stock { " font-weight=\"600\"" } else { "" },
             esc(&c.spec.to_string()),
-            if c.stock { "stock" } else { "other" },
+            match (c.stock, crate::rank::informative(c)) {
+                (true, _) => "stock",
+                (false, true) => "other",
+                (false, false) => "other estimate",
+            },
             y + 3.0,
             row - 6.0,
             esc(&c.spec.to_string()),
@@ -625,7 +651,11 @@ fn bars(a: &Advice) -> String {
             crate::fmt::bytes(c.predicted_wal_bytes),
             // No "-0.0%" for the reference itself.
             -crate::fmt::saving(ref_bytes, c.predicted_wal_bytes as f64) + 0.0,
-            if c.sampled { ", sampled" } else { "" }
+            match (c.sampled, crate::rank::informative(c)) {
+                (false, _) => "",
+                (true, true) => ", sampled",
+                (true, false) => ", estimate, not ranked",
+            }
         );
     }
     let xa = x_of(a.actual_wal_bytes as f64);
@@ -653,12 +683,17 @@ fn table(a: &Advice) -> String {
     let rec = crate::recommend(a);
     let rec_spec = rec.map(|r| a.candidates[r.stock].spec);
     let mut o = String::from(
-        "<table id=\"candidates\">\n<thead><tr><th>spec</th><th>stock</th><th>FPI bytes</th><th>WAL bytes</th>\
+        "<table id=\"candidates\">\n<thead><tr><th>rank</th><th>spec</th><th>stock</th><th>FPI bytes</th><th>WAL bytes</th>\
          <th>vs actual</th><th>vs off</th><th>comp MB/s</th><th>dec MB/s</th><th>ctx KiB</th>\
          <th>sampled</th></tr></thead>\n<tbody>\n",
     );
-    for c in sorted(a) {
-        let sampled = crate::fmt::interval(c);
+    for p in crate::rank::ranking(a) {
+        let c = p.candidate;
+        let sampled = if p.rank.is_some() {
+            crate::fmt::interval(c)
+        } else {
+            crate::rank::unranked_note(c, a.images)
+        };
         let mut class = Vec::new();
         if c.stock {
             class.push("stock");
@@ -668,9 +703,10 @@ fn table(a: &Advice) -> String {
         }
         let _ = writeln!(
             o,
-            "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}%</td><td>{}</td>\
+            "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}%</td><td>{}</td>\
              <td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             class.join(" "),
+            p.rank_text(),
             esc(&c.spec.to_string()),
             if c.stock { "yes" } else { "no" },
             c.predicted_fpi_bytes,

@@ -174,3 +174,162 @@ fn advise_ranks_only_what_its_intervals_establish() {
         );
     }
 }
+
+/// The attributes of every `<tag ...>` in `svg` whose attributes hold `class="cls`.
+fn elements<'a>(svg: &'a str, tag: &str, cls: &str) -> Vec<(Vec<(&'a str, &'a str)>, &'a str)> {
+    let open = format!("<{tag} ");
+    let mut out = Vec::new();
+    let mut rest = svg;
+    while let Some(i) = rest.find(&open) {
+        let after = &rest[i + open.len()..];
+        let end = after.find('>').expect("tag ends");
+        let attrs_text = &after[..end];
+        let body = &after[end + 1..];
+        let content = &body[..body.find('<').unwrap_or(0)];
+        rest = body;
+        if !attrs_text.contains(&format!("class=\"{cls}")) {
+            continue;
+        }
+        let mut attrs = Vec::new();
+        for part in attrs_text.split("\" ") {
+            if let Some((k, v)) = part.split_once("=\"") {
+                attrs.push((k.trim(), v.trim_end_matches(['"', '/'])));
+            }
+        }
+        out.push((attrs, content));
+    }
+    out
+}
+
+fn attr(attrs: &[(&str, &str)], k: &str) -> f64 {
+    attrs
+        .iter()
+        .find(|(n, _)| *n == k)
+        .unwrap_or_else(|| panic!("{k} in {attrs:?}"))
+        .1
+        .parse()
+        .unwrap_or_else(|_| panic!("{k} is a number in {attrs:?}"))
+}
+
+fn spec_of<'a>(attrs: &[(&str, &'a str)]) -> &'a str {
+    attrs
+        .iter()
+        .find(|(n, _)| *n == "data-spec")
+        .unwrap_or_else(|| panic!("data-spec in {attrs:?}"))
+        .1
+}
+
+type Box2 = (f64, f64, f64, f64);
+
+fn overlap(a: Box2, b: Box2) -> bool {
+    a.0 < b.2 && b.0 < a.2 && a.1 < b.3 && b.1 < a.3
+}
+
+#[test]
+fn html_whiskers_and_labels_do_not_collide() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let wal = fixture(dir.path());
+    // Thinly sampled, so that some intervals are wide: the default candidates, and
+    // every level of zstd and lz4 (many points close together).
+    let levels: Vec<String> = (1..=22)
+        .map(|l| format!("zstd:{l}"))
+        .chain((1..=12).map(|l| format!("lz4:{l}")))
+        .collect();
+    let crowded = format!("off,pglz,lz4,zstd,snappy,{}", levels.join(","));
+    for (rate, methods) in [
+        ("0.01", None),
+        ("0.05", None),
+        ("0.02", Some(crowded.as_str())),
+    ] {
+        let page = dir.path().join(format!("report-{rate}.html"));
+        let p = page.display().to_string();
+        let w = wal.display().to_string();
+        let mut args = vec![
+            "wal",
+            "advise",
+            "--json",
+            "--threads",
+            "2",
+            "--sample-rate",
+            rate,
+            "--html",
+            &p,
+        ];
+        if let Some(m) = methods {
+            args.extend(["--methods", m]);
+        }
+        args.push(&w);
+        let out = pgcompress(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let j: Value = serde_json::from_slice(&out.stdout).expect("json");
+        let html = std::fs::read_to_string(&page).expect("report");
+        let start = html
+            .find("<svg id=\"chart-saving-vs-cpu\"")
+            .expect("scatter");
+        let svg = &html[start..start + html[start..].find("</svg>").expect("end")];
+        // Markers of every candidate, by spec.
+        let mut markers: Vec<(&str, Box2)> = Vec::new();
+        for (a, _) in elements(svg, "circle", "point") {
+            let (x, y, r) = (attr(&a, "cx"), attr(&a, "cy"), attr(&a, "r"));
+            markers.push((spec_of(&a), (x - r, y - r, x + r, y + r)));
+        }
+        for (a, _) in elements(svg, "rect", "point") {
+            let (x, y) = (attr(&a, "x"), attr(&a, "y"));
+            let (w, h) = (attr(&a, "width"), attr(&a, "height"));
+            markers.push((spec_of(&a), (x, y, x + w, y + h)));
+        }
+        let cands = j["candidates"].as_array().expect("candidates");
+        assert_eq!(markers.len(), cands.len(), "{rate}: one marker each");
+        // Whiskers: only for informative intervals, never across another's marker.
+        for (a, _) in elements(svg, "path", "whisker") {
+            let spec = spec_of(&a);
+            let c = cands.iter().find(|c| c["spec"] == spec).expect("candidate");
+            assert!(
+                informative(c),
+                "{rate}: {spec} has a whisker for an interval too wide to rank"
+            );
+            let d = a.iter().find(|(n, _)| *n == "d").expect("d").1;
+            let (m, v) = d[1..].split_once('V').expect("M x y V y");
+            let (x, ya) = m.split_once(' ').expect("x y");
+            let yb = v.split('M').next().expect("y");
+            let (x, ya, yb): (f64, f64, f64) = (
+                x.parse().expect("x"),
+                ya.parse().expect("y"),
+                yb.parse().expect("y"),
+            );
+            let seg = (x - 4.0, ya.min(yb), x + 4.0, ya.max(yb));
+            for (other, b) in &markers {
+                assert!(
+                    *other == spec || !overlap(seg, *b),
+                    "{rate}: {spec}'s whisker crosses {other}'s marker"
+                );
+            }
+        }
+        // Labels: none overlaps another, nor another candidate's marker.
+        let labels: Vec<(&str, Box2)> = elements(svg, "text", "label")
+            .into_iter()
+            .map(|(a, text)| {
+                let (x, y, size) = (attr(&a, "x"), attr(&a, "y"), attr(&a, "font-size"));
+                // An upper bound of the width of a sans-serif label of this size.
+                let w = text.chars().count() as f64 * size * 0.6;
+                (text, (x, y - size + 2.0, x + w, y + 2.0))
+            })
+            .collect();
+        assert_eq!(labels.len(), cands.len(), "{rate}: a label each");
+        for (i, (t, b)) in labels.iter().enumerate() {
+            for (u2, o) in &labels[i + 1..] {
+                assert!(!overlap(*b, *o), "{rate}: labels {t} and {u2} overlap");
+            }
+            for (m, mb) in &markers {
+                assert!(
+                    *m == *t || !overlap(*b, *mb),
+                    "{rate}: label {t} covers {m}'s marker"
+                );
+            }
+        }
+    }
+}
