@@ -9,7 +9,7 @@ use wal::DecoderOptions;
 
 /// What every "WAL bytes" figure of the advice counts, for the outputs to say so.
 pub const WAL_BYTES_MEANING: &str = "WAL bytes = records, page headers and alignment padding \
-     as PostgreSQL writes them, not the unused segment space after a switch";
+     as PostgreSQL writes them, not the unused space after a segment switch";
 
 /// How to advise.
 #[derive(Debug, Clone)]

@@ -21,7 +21,7 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Read real WAL: statistics and verification.
+    /// Read real WAL: statistics, verification and compression advice.
     #[command(subcommand)]
     Wal(wal::WalCommand),
     /// Benchmarks against the tools DBAs use today, measured in the same run.

@@ -69,10 +69,15 @@ Default candidates: off, pglz, lz4, zstd (stock: wal_compression can write them 
 stock PostgreSQL cannot write: zstd levels -7, -1, 1, 6, 9, 12, 15, 19, 22; lz4 high-compression \
 levels 4, 9, 12; snappy. Stock candidates are measured on every image; slow others on a \
 deterministic sample, shown with a 99.9% interval (--exhaustive measures every image).\n\n\
-Predicted WAL bytes = sum of MAXALIGN(new record length) + page headers scaled by it + unused \
-space after switches (unchanged); combined bytes (pg_waldump's) are exact.\n\n\
+Predicted WAL bytes = sum of MAXALIGN(new record length) + page headers scaled by it: records, \
+page headers and alignment padding as PostgreSQL writes them, not the unused space after a segment \
+switch (the output says how much of it was left out); combined bytes (pg_waldump's) are exact.\n\n\
+Ranking: sampled candidates are ranked only by what their interval establishes (a span such as \
+2-4 where intervals overlap); an estimate whose interval is wider than 20% of it is listed apart, \
+not ranked, with the share of images measured.\n\n\
 Recommendation: the stock setting with the fewest WAL bytes, unless one within 1% of the off \
-WAL bytes costs less CPU; then the best non-stock level costing at most 4x its CPU.\n\n\
+WAL bytes costs less CPU; then the best non-stock level costing at most 4x its CPU (a sampled one \
+only when its whole interval is below).\n\n\
 Examples:\n  pgcompress wal advise $PGDATA/pg_wal\n  pgcompress wal advise --methods pglz,lz4,zstd,zstd:9 --exhaustive /archive/wal\n  \
 pgcompress wal advise --json /archive/000000010000000000000010\n  \
 pgcompress wal advise --html report.html $PGDATA/pg_wal\n\n\
