@@ -79,6 +79,24 @@ fn check(c: &Corpus, label: &str, damage: impl FnOnce(&Path)) {
             "{label}: table differs:\n{out}\n---\n{pg_out}"
         );
     }
+    // --json: the same status, and the damage in the object.
+    let mut args = vec!["wal".to_string(), "stats".to_string(), "--json".to_string()];
+    args.extend(files.iter().map(|f| f.display().to_string()));
+    let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let out = pgcompress(&args);
+    assert_eq!(
+        out.status.code(),
+        Some(pg_code),
+        "{label}: --json exit status"
+    );
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(
+        j["damage"]["file"]
+            .as_str()
+            .is_some_and(|f| f.contains(&victim[..16])),
+        "{label}: damage in the JSON: {}",
+        j["damage"]
+    );
     // `wal verify` judges the same files the same way.
     let (vcode, _, verr) = ours("verify", &files);
     assert_eq!(vcode, code, "{label}: wal verify agrees: {verr}");
@@ -95,6 +113,7 @@ fn stats_exits_as_pg_waldump_on_damaged_and_truncated_wal() {
     assert_eq!((code, pg_code), (0, 0), "sound WAL: {err} / {pg_err}");
     let (code, _, err) = ours("stats", &c.live);
     assert_eq!(code, 0, "live pg_wal: {err}");
+    assert_eq!(stats_json(&c.all)["damage"], serde_json::Value::Null);
 
     check(&c, "truncated", |f| edit(f, |b| b.truncate(500_000)));
     check(&c, "record-byte", |f| edit(f, |b| b[300_000] ^= 0x20));
