@@ -109,6 +109,13 @@ pub fn encode(data: &[u8]) -> Option<Vec<u8>> {
     if seps < lines {
         return None;
     }
+    // Each column reserves its share of the body as the first line's field count splits
+    // it, so the reservations add up to the body once; a fixed share each would, on rows
+    // of 1 600 fields, reserve 200 times the chunk. Columns later lines add, and columns
+    // longer than their share, grow as needed.
+    let first_line = &body[..memchr::memchr(b'\n', body).unwrap_or(0)];
+    let first_fields = memchr::memchr_iter(sep, first_line).count() + 1;
+    let share = body.len() / first_fields;
     // Each line's fields go to the end of their columns; runs record the field counts.
     let mut columns: Vec<Vec<u8>> = Vec::new();
     let mut runs: Vec<(u16, u32)> = Vec::new();
@@ -120,7 +127,8 @@ pub fn encode(data: &[u8]) -> Option<Vec<u8>> {
                 return None;
             }
             if fields == columns.len() {
-                columns.push(Vec::with_capacity(body.len() / 8));
+                let reserve = if fields < first_fields { share } else { 0 };
+                columns.push(Vec::with_capacity(reserve));
             }
             columns[fields].extend_from_slice(field);
             columns[fields].push(b'\n');
