@@ -114,11 +114,11 @@ fn stats(a: StatsArgs) -> anyhow::Result<ExitCode> {
 /// after the last record, recycled pages), as `wal verify` judges it. pg_waldump
 /// cannot tell them apart and exits 1 on both; a live pg_wal is not damaged.
 fn damage(input: &WalInput, s: &WalStats) -> anyhow::Result<Option<wal::verify::Corruption>> {
-    if !matches!(s.stop, Some(Stop::Invalid(_))) {
+    let Some(Stop::Invalid(e)) = &s.stop else {
         return Ok(None);
-    }
+    };
     let set = SegmentSet::from_paths(&input.paths)?;
-    Ok(wal::verify::verify(&set, options(input)?, threads(input))?.err())
+    Ok(wal::verify::judge_end(&set, e)?)
 }
 
 pub fn stats_json(s: &WalStats) -> serde_json::Value {

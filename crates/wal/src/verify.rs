@@ -218,8 +218,10 @@ fn check_images(
     Ok(())
 }
 
-/// Decides whether a stop is the ordinary end of WAL (`None`) or corruption.
-fn judge_end(set: &SegmentSet, e: &WalError) -> Result<Option<Corruption>, SourceError> {
+/// Decides whether a stop is the ordinary end of WAL (`None`) or corruption, by what
+/// follows it alone (the module docs): a reader that already checked every record up to
+/// the stop, as `wal stats` does, needs only this, not a second read.
+pub fn judge_end(set: &SegmentSet, e: &WalError) -> Result<Option<Corruption>, SourceError> {
     let g = set.geometry;
     let seg = g.seg_size;
     let ps = u64::from(g.page_size);
