@@ -206,9 +206,39 @@ pub struct Estimate {
     pub high: f64,
 }
 
+impl Estimate {
+    /// The estimate with its interval cut to what is certain whatever the images not
+    /// measured hold: the total is at least `floor` (what the sample itself measured)
+    /// and at most `ceiling` (that plus every other image's page bytes, since a stored
+    /// image is never larger than its page). A thin sample's interval can reach past
+    /// both; the point estimate stays inside the interval.
+    pub fn within(self, floor: f64, ceiling: f64) -> Estimate {
+        Estimate {
+            value: self.value,
+            low: self.low.max(floor).min(self.value),
+            high: self.high.min(ceiling).max(self.value),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn intervals_stay_within_what_is_certain() {
+        let e = Estimate {
+            value: 100.0,
+            low: 0.0,
+            high: 400.0,
+        };
+        let w = e.within(60.0, 250.0);
+        assert_eq!((w.low, w.value, w.high), (60.0, 100.0, 250.0));
+        // Bounds never cut past the estimate itself.
+        let w = e.within(120.0, 90.0);
+        assert_eq!((w.low, w.high), (100.0, 100.0));
+        assert_eq!(e.within(0.0, f64::INFINITY), e);
+    }
 
     #[test]
     fn points_are_uniform_enough() {

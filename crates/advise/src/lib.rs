@@ -137,7 +137,14 @@ pub fn advise(
                     Some(a) => (acc.cands[*a].fpi.y as u64, acc.cands[*a].stored.y as u64),
                     None => (acc.raw_bytes, acc.raw_bytes),
                 };
-                let f = ca.fpi.estimate(tx, rate);
+                // Certain bounds: what the sample measured, plus at most the page bytes
+                // of every image it did not (a stored image is never larger).
+                let unmeasured = acc.raw_bytes.saturating_sub(ca.measured_bytes) as f64;
+                let measured = ca.fpi.y as f64;
+                let f = ca
+                    .fpi
+                    .estimate(tx, rate)
+                    .within(measured, measured + unmeasured);
                 let s = ca.stored.estimate(ts, rate);
                 (
                     f.value.round() as u64,
