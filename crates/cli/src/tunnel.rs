@@ -94,12 +94,13 @@ fn summary(s: &StatsSnapshot, json: bool) {
         ("backend->frontend", &s.backend_to_frontend),
     ] {
         outln!(
-            "  {name}: {} raw, {} on the link ({:.1}%), {} chunks, {} frames",
+            "  {name}: {} raw, {} on the link ({:.1}%), {} chunks, {} frames, {} method switches",
             bytes(d.raw_bytes),
             bytes(d.link_bytes),
             pct(d.link_bytes, d.raw_bytes),
             d.chunks,
-            d.frames
+            d.frames,
+            d.method_switches
         );
     }
 }
