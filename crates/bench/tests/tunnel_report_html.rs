@@ -51,6 +51,7 @@ fn report() -> TunnelReport {
                 latency_ms: None,
                 cpu_s: cpu,
                 check: "row counts equal".into(),
+                zstd1_bytes: None,
             });
         }
     }
@@ -66,6 +67,7 @@ fn report() -> TunnelReport {
             latency_ms: Some(0.5 + ci as f64 * 0.03),
             cpu_s: BTreeMap::new(),
             check: "pgbench: 0 failed transactions".into(),
+            zstd1_bytes: None,
         });
     }
     TunnelReport {

@@ -11,7 +11,7 @@ use wire::net::{
 };
 
 use crate::args::tunnel::{
-    ClientArgs, Common, KeysArgs, LogFormatArg, ServerArgs, StatsArgs, TunnelCommand,
+    Batching, ClientArgs, Common, KeysArgs, LogFormatArg, ServerArgs, StatsArgs, TunnelCommand,
 };
 use crate::output::{bytes, pct};
 
@@ -94,18 +94,30 @@ fn summary(s: &StatsSnapshot, json: bool) {
         ("backend->frontend", &s.backend_to_frontend),
     ] {
         outln!(
-            "  {name}: {} raw, {} on the link ({:.1}%), {} chunks, {} frames",
+            "  {name}: {} raw, {} on the link ({:.1}%), {} chunks, {} frames, {} method switches",
             bytes(d.raw_bytes),
             bytes(d.link_bytes),
             pct(d.link_bytes, d.raw_bytes),
             d.chunks,
-            d.frames
+            d.frames,
+            d.method_switches
         );
     }
 }
 
 fn drain(c: &Common) -> Duration {
     Duration::from_secs(c.drain_timeout)
+}
+
+/// `--compress-types`: "all", or message type letters.
+fn compress_types(b: &Batching) -> Result<TagSet, NetError> {
+    match b.compress_types.as_str() {
+        "all" => Ok(TagSet::all()),
+        t if t.is_ascii() && !t.is_empty() => Ok(TagSet::from_tags(t.as_bytes())),
+        _ => Err(NetError::Config(
+            "--compress-types takes \"all\" or message type letters such as dDQ".to_owned(),
+        )),
+    }
 }
 
 fn server(a: ServerArgs) -> Result<(), NetError> {
@@ -124,6 +136,8 @@ fn server(a: ServerArgs) -> Result<(), NetError> {
         tap: None,
         max_connections: a.common.max_connections,
         metrics: a.common.metrics.clone(),
+        compress_types: compress_types(&a.batching)?,
+        threshold: a.batching.threshold,
     };
     let report = reporter(Half::Server, a.common.json, log_format(&a.common));
     let snapshot =
@@ -146,11 +160,7 @@ fn client(a: ClientArgs) -> Result<(), NetError> {
         wire::link::parse_spec(&a.method)
     }
     .map_err(|e| NetError::Config(e.to_string()))?;
-    if !a.compress_types.is_ascii() {
-        return Err(NetError::Config(
-            "--compress-types takes message type letters such as dDQ".to_owned(),
-        ));
-    }
+    let compress_types = compress_types(&a.batching)?;
     let server = Endpoint::parse(&a.server, 0)?;
     if !matches!(server, Endpoint::Tcp(_)) {
         return Err(NetError::Config("--server must be HOST:PORT".to_owned()));
@@ -168,8 +178,8 @@ fn client(a: ClientArgs) -> Result<(), NetError> {
         cert: a.common.cert.clone(),
         key: a.common.key.clone(),
         local_tls: a.local_cert.clone().zip(a.local_key.clone()),
-        compress_types: TagSet::from_tags(a.compress_types.as_bytes()),
-        threshold: a.threshold,
+        compress_types,
+        threshold: a.batching.threshold,
         stats_file: a.common.stats.clone(),
         drain_timeout: drain(&a.common),
         max_connections: a.common.max_connections,

@@ -285,3 +285,32 @@ fn the_prometheus_endpoint_shows_the_stats_file_counters() {
         server.backend_to_frontend.link_bytes
     );
 }
+
+#[test]
+fn both_halves_count_the_same_method_switches_for_each_direction() {
+    let cluster = Cluster::start().expect("cluster");
+    let tunnel = Tunnel::start(socket_upstream(&cluster), "auto");
+    let port = tunnel.client_port();
+    // Megabytes of text backend->frontend: auto leaves none for a compressing method at its
+    // first bulk burst, and frames the switch as a Method frame the client half decodes.
+    let out = psql(
+        &cluster,
+        Some(&port),
+        "COPY (SELECT g, 'row ' || g || ' of a table of text', now()::date \
+         FROM generate_series(1, 200000) g) TO STDOUT;",
+        None,
+    );
+    assert_eq!(out.lines().count(), 200_000);
+    let (client, server) = tunnel.stop();
+    let b2f = (
+        client.backend_to_frontend.method_switches,
+        server.backend_to_frontend.method_switches,
+    );
+    let f2b = (
+        client.frontend_to_backend.method_switches,
+        server.frontend_to_backend.method_switches,
+    );
+    assert!(b2f.1 >= 1, "auto switched backend->frontend: {b2f:?}");
+    assert_eq!(b2f.0, b2f.1, "backend->frontend (client, server)");
+    assert_eq!(f2b.0, f2b.1, "frontend->backend (client, server)");
+}

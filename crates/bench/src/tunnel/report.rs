@@ -57,6 +57,10 @@ pub struct Measurement {
     pub cpu_s: BTreeMap<String, f64>,
     /// How the result was verified ("sha256 equal", "row counts equal").
     pub check: String,
+    /// Bytes the workload's whole output makes compressed by `zstd -1` (narrow workloads): the
+    /// yardstick of `s->c`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zstd1_bytes: Option<u64>,
 }
 
 impl Measurement {
@@ -144,6 +148,7 @@ impl TunnelReport {
             .iter()
             .any(|m| m.tps.is_some() || m.latency_ms.is_some());
         let cpu = rows.iter().any(|m| !m.cpu_s.is_empty());
+        let zstd1 = rows.iter().any(|m| m.zstd1_bytes.is_some());
         let mut head = vec![
             "config",
             "c->s",
@@ -157,6 +162,11 @@ impl TunnelReport {
         ];
         if tps {
             head.extend(["TPS", "TPS vs socat", "latency"]);
+        }
+        if zstd1 {
+            // Of zstd -1's ratio on the whole output, the share the link reached: zstd -1's
+            // bytes over the link's backend->frontend bytes.
+            head.push("of zstd -1's ratio");
         }
         if cpu {
             head.push("CPU s");
@@ -180,6 +190,11 @@ impl TunnelReport {
                 row.push(m.tps.map_or("-".into(), |v| format!("{v:.0}")));
                 row.push(times(self.tps_ratio(rate, workload, &m.config, SOCAT)));
                 row.push(m.latency_ms.map_or("-".into(), |v| format!("{v:.3} ms")));
+            }
+            if zstd1 {
+                row.push(m.zstd1_bytes.map_or("-".into(), |z| {
+                    format!("{:.2}", z as f64 / m.bytes_s2c.max(1) as f64)
+                }));
             }
             if cpu {
                 row.push(cpu_list(&m.cpu_s));

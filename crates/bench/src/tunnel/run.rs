@@ -267,5 +267,6 @@ fn measurement(
         latency_ms: o.latency_ms,
         cpu_s: cpu,
         check: o.check,
+        zstd1_bytes: o.zstd1_bytes,
     }
 }

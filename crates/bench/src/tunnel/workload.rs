@@ -3,9 +3,11 @@
 //! and check around the timed part.
 
 mod check;
+mod narrow;
 
 use check::{compare_hash, dir_bytes, dump_check, run};
 pub use check::{pgbench_outcome, prepare};
+pub use narrow::{NarrowReference, NARROW_DB, NARROW_ROWS};
 
 use super::tpch::{self, Data};
 use crate::error::{Error, IoContext, Result};
@@ -44,6 +46,10 @@ pub enum Workload {
     CopyOut,
     /// `SELECT * FROM lineitem` through psql.
     Select,
+    /// `COPY narrow TO STDOUT` of 400,000 rows of about 40 bytes, through psql.
+    NarrowCopy,
+    /// `SELECT * FROM narrow` through psql.
+    NarrowSelect,
     /// `pgbench -S`, 8 clients, a fixed time.
     PgbenchS,
     /// pgbench's tpcb-like transactions, 8 clients, a fixed time.
@@ -53,12 +59,14 @@ pub enum Workload {
 }
 
 /// Every workload, in the order a run takes them.
-pub const ALL: [Workload; 8] = [
+pub const ALL: [Workload; 10] = [
     Workload::Load,
     Workload::Dump,
     Workload::Restore,
     Workload::CopyOut,
     Workload::Select,
+    Workload::NarrowCopy,
+    Workload::NarrowSelect,
     Workload::PgbenchS,
     Workload::Tpcb,
     Workload::Basebackup,
@@ -73,6 +81,8 @@ impl Workload {
             Workload::Restore => "restore",
             Workload::CopyOut => "copy-out",
             Workload::Select => "select",
+            Workload::NarrowCopy => "narrow-copy",
+            Workload::NarrowSelect => "narrow-select",
             Workload::PgbenchS => "pgbench-S",
             Workload::Tpcb => "tpcb",
             Workload::Basebackup => "basebackup",
@@ -81,7 +91,15 @@ impl Workload {
 
     /// True for the workloads that read or write the TPC-H data.
     pub fn uses_tpch(self) -> bool {
-        !matches!(self, Workload::PgbenchS | Workload::Tpcb)
+        !matches!(
+            self,
+            Workload::PgbenchS | Workload::Tpcb | Workload::NarrowCopy | Workload::NarrowSelect
+        )
+    }
+
+    /// True for the workloads that read the narrow table.
+    pub fn uses_narrow(self) -> bool {
+        matches!(self, Workload::NarrowCopy | Workload::NarrowSelect)
     }
 
     /// True for pgbench's workloads.
@@ -146,6 +164,10 @@ pub struct Reference {
     pub copy_out: Option<(u64, String)>,
     /// Bytes and SHA-256 of the `SELECT` through psql.
     pub select: Option<(u64, String)>,
+    /// The narrow table's `COPY TO`, with its whole-output `zstd -1` size.
+    pub narrow_copy: Option<NarrowReference>,
+    /// The narrow table's `SELECT *`, with its whole-output `zstd -1` size.
+    pub narrow_select: Option<NarrowReference>,
 }
 
 /// Where a client connects.
@@ -166,6 +188,8 @@ pub struct Outcome {
     pub latency_ms: Option<f64>,
     /// How the result was checked; starts with `FAILED` when it did not match.
     pub check: String,
+    /// Bytes the whole output makes compressed by `zstd -1` (the narrow workloads).
+    pub zstd1_bytes: Option<u64>,
 }
 
 /// Starts and stops the measurement around a run's timed part.
@@ -270,6 +294,22 @@ impl Env<'_> {
                 let got = hash_stdout(&mut cmd, "psql -c SELECT * FROM lineitem")?;
                 meter.stop()?;
                 Ok(compare_hash(got, self.reference.select.as_ref()))
+            }
+            Workload::NarrowCopy | Workload::NarrowSelect => {
+                let (sql, want) = if w == Workload::NarrowCopy {
+                    (narrow::NARROW_COPY, self.reference.narrow_copy.as_ref())
+                } else {
+                    (narrow::NARROW_SELECT, self.reference.narrow_select.as_ref())
+                };
+                let mut cmd = self.client_cmd("psql", ep, NARROW_DB);
+                narrow::args(&mut cmd, sql);
+                meter.start()?;
+                let got = hash_stdout(&mut cmd, &format!("psql -c {sql}"))?;
+                meter.stop()?;
+                Ok(Outcome {
+                    zstd1_bytes: want.map(|r| r.zstd1_bytes),
+                    ..compare_hash(got, want.map(|r| &r.hash))
+                })
             }
             Workload::PgbenchS | Workload::Tpcb => self.pgbench(w, ep, meter),
             Workload::Basebackup => self.basebackup(ep, tag, meter),
@@ -409,7 +449,11 @@ mod tests {
     fn workloads_parse_in_run_order() {
         let w = select("select, load").expect("parses");
         assert_eq!(w, vec![Workload::Load, Workload::Select]);
-        assert_eq!(select("all").expect("parses").len(), 8);
+        assert_eq!(select("all").expect("parses").len(), 10);
+        assert_eq!(
+            select("narrow-select,narrow-copy").expect("parses"),
+            vec![Workload::NarrowCopy, Workload::NarrowSelect]
+        );
         assert!(select("nope").is_err());
         assert!(select("").is_err());
     }

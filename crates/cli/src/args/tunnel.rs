@@ -128,6 +128,8 @@ pub struct ServerArgs {
     #[arg(long, default_value_t = 5432)]
     pub upstream_port: u16,
     #[command(flatten)]
+    pub batching: Batching,
+    #[command(flatten)]
     pub common: Common,
 }
 
@@ -143,8 +145,9 @@ pub struct ClientArgs {
     #[arg(long)]
     pub server: String,
     /// Compression method in both directions: zstd[:LEVEL], lz4[:LEVEL], none, or auto (each
-    /// direction of each connection adapts among none, lz4 and zstd:1/3/6 to the link, the CPU
-    /// and the data; needs a server half that knows auto).
+    /// direction of each connection adapts among none, lz4 and zstd:1/3/6/9/12 to the link, the
+    /// CPU and the data, zstd:9 and zstd:12 only where the link is the limit; needs a server
+    /// half that knows auto).
     #[arg(long, default_value = "zstd:1")]
     pub method: String,
     /// Name the server half's certificate must carry (default: the host of --server).
@@ -156,14 +159,24 @@ pub struct ClientArgs {
     /// Private key (PEM) for --local-cert.
     #[arg(long, requires = "local_cert")]
     pub local_key: Option<PathBuf>,
-    /// Message types compressed from the application (type bytes: d CopyData, D DataRow, Q Query).
-    #[arg(long, default_value = "dDQ")]
-    pub compress_types: String,
-    /// Smallest message (bytes, header included) that starts a compressed run.
-    #[arg(long, default_value_t = 60)]
-    pub threshold: usize,
+    #[command(flatten)]
+    pub batching: Batching,
     #[command(flatten)]
     pub common: Common,
+}
+
+/// What each half compresses of what it sends; the same flags on both halves (the method is
+/// the client half's --method, which its handshake asks of the server half).
+#[derive(Args, Debug)]
+pub struct Batching {
+    /// Message types this half compresses of what it sends: "all", or type bytes such as
+    /// dDQ (d CopyData, D DataRow, Q Query).
+    #[arg(long, default_value = "all")]
+    pub compress_types: String,
+    /// Fewest bytes read together (one batch of messages, header included) that this half
+    /// compresses; a smaller batch crosses verbatim.
+    #[arg(long, default_value_t = 60)]
+    pub threshold: usize,
 }
 
 #[derive(Args, Debug)]

@@ -32,10 +32,24 @@ impl TagSet {
     }
 }
 
-impl Default for TagSet {
+impl TagSet {
+    /// Every message type: what both halves compress unless told otherwise, since a run of
+    /// short messages (narrow DataRows, OLTP's CommandComplete and ReadyForQuery) compresses
+    /// in the persistent context as well as one long message does.
+    pub fn all() -> Self {
+        TagSet([true; 256])
+    }
+
     /// CopyData, DataRow and Query: bulk data and long statements.
-    fn default() -> Self {
+    pub fn bulk() -> Self {
         TagSet::from_tags(&[frontend::COPY_DATA, backend::DATA_ROW, frontend::QUERY])
+    }
+}
+
+impl Default for TagSet {
+    /// Every message type ([`TagSet::all`]).
+    fn default() -> Self {
+        TagSet::all()
     }
 }
 
@@ -46,7 +60,9 @@ pub struct SenderConfig {
     pub spec: Spec,
     /// Message types that are compressed.
     pub compress: TagSet,
-    /// Smallest message (whole, header included) that is compressed.
+    /// Fewest bytes ready to send at once (the messages read in one go, of the types in
+    /// `compress`) that are compressed; a smaller batch travels verbatim, since a chunk's
+    /// headers and a zstd block's would outweigh what it saves.
     pub threshold: usize,
     /// Chunks may be column-coded (link version 2 and later): at zstd levels from
     /// [`COLUMNS_FROM_LEVEL`], a chunk that looks like rows of delimited text travels as a
@@ -55,7 +71,7 @@ pub struct SenderConfig {
 }
 
 impl SenderConfig {
-    /// `spec` with the default set (CopyData, DataRow, Query) and threshold (60 bytes).
+    /// `spec` with the default set (every type) and threshold (60 bytes).
     pub fn new(spec: Spec) -> Self {
         SenderConfig {
             spec,
@@ -83,8 +99,11 @@ pub struct Compressible {
 ///
 /// Call [`LinkEncoder::push`] for every message the framer yields and [`LinkEncoder::flush`]
 /// when the source has nothing more ready; write out [`LinkEncoder::output`] and
-/// [`LinkEncoder::consume`] what was written. Compressible messages accumulate in one
-/// persistent context until a flush, a non-compressible message or the chunk cap.
+/// [`LinkEncoder::consume`] what was written. After the session is ready, the messages pushed
+/// between two flushes make one batch, whatever their sizes: a batch of at least the
+/// threshold goes into one persistent context and out as one chunk (or several, at the chunk
+/// cap); a shorter one travels verbatim. A message of a type outside the compressed set
+/// closes the batch and travels verbatim.
 pub struct LinkEncoder {
     direction: Direction,
     config: SenderConfig,
@@ -103,8 +122,13 @@ pub struct LinkEncoder {
     /// The link is the limit (`--method auto` measured it): chunks are column-coded at every
     /// zstd level, not only from [`COLUMNS_FROM_LEVEL`].
     link_bound: bool,
-    /// The last message pushed was compressed.
+    /// The current message belongs to the batch (compressed unless the batch stays under
+    /// the threshold).
     in_run: bool,
+    /// The start of the batch while it is under the threshold and nothing of it went into
+    /// the context yet: sent verbatim if the batch ends this short (at most `threshold`
+    /// bytes).
+    pending: Vec<u8>,
     /// The current message is of a compressible type (after the session became ready).
     eligible: bool,
     /// A message was started and not ended yet (its pieces are still coming).
@@ -132,6 +156,7 @@ impl LinkEncoder {
             raw: Vec::new(),
             link_bound: false,
             in_run: false,
+            pending: Vec::new(),
             eligible: false,
             mid_message: false,
             counters: Counters::default(),
@@ -232,7 +257,7 @@ impl LinkEncoder {
 
     /// Adds one whole message given as its type byte (`None` for a first packet) and bytes.
     pub fn push_bytes(&mut self, tag: Option<u8>, bytes: &[u8]) -> Result<(), LinkError> {
-        self.start_message(tag, bytes.len())?;
+        self.start_message(tag)?;
         self.append(bytes)?;
         self.end_message(tag)
     }
@@ -241,7 +266,7 @@ impl LinkEncoder {
     /// pieces, never held whole, and is compressed or sent verbatim as a whole message would.
     pub fn push_piece(&mut self, piece: &Piece<'_>) -> Result<(), LinkError> {
         if piece.first {
-            self.start_message(piece.tag(), piece.total)?;
+            self.start_message(piece.tag())?;
         }
         self.append(piece.bytes)?;
         if piece.last {
@@ -250,26 +275,18 @@ impl LinkEncoder {
         Ok(())
     }
 
-    /// Decides how the message starting now, `len` bytes long, travels.
-    fn start_message(&mut self, tag: Option<u8>, len: usize) -> Result<(), LinkError> {
+    /// Decides whether the message starting now joins the batch.
+    fn start_message(&mut self, tag: Option<u8>) -> Result<(), LinkError> {
         self.counters.messages += 1;
         self.mid_message = true;
         self.eligible = self.ready && tag.is_some_and(|t| self.config.compress.contains(t));
-        let compress = self.eligible
-            && self.config.spec.method != codec::Method::None
-            // The threshold decides whether a run starts; a run already being compressed
-            // takes short messages of a compressible type too (COPY sends one CopyData per
-            // row, and narrow rows fall under 60 bytes), across flushes.
-            && (len >= self.config.threshold || self.in_run);
-        self.in_run = compress;
-        if compress {
-            self.verbatim_at = None;
-            if self.ctx.is_none() {
-                self.ctx = Compressor::new(&self.config.spec).map_err(|e| self.compress_err(e))?;
-            }
-        } else {
+        // Whether the batch is compressed is decided by the bytes ready together when it
+        // ends (see `finish_chunk`), not by this message's size.
+        let batch = self.eligible && self.config.spec.method != codec::Method::None;
+        if !batch {
             self.finish_chunk()?;
         }
+        self.in_run = batch;
         Ok(())
     }
 
@@ -283,6 +300,23 @@ impl LinkEncoder {
             self.put_verbatim(bytes);
             return Ok(());
         }
+        if self.chunk_raw == 0 && self.pending.len() + bytes.len() < self.config.threshold {
+            self.pending.extend_from_slice(bytes);
+            return Ok(());
+        }
+        if !self.pending.is_empty() {
+            let pending = std::mem::take(&mut self.pending);
+            let r = self.compress_bytes(&pending);
+            self.pending = pending;
+            self.pending.clear();
+            r?;
+        }
+        self.compress_bytes(bytes)
+    }
+
+    /// Adds bytes of the batch to the chunk in progress, closing it at the chunk cap.
+    fn compress_bytes(&mut self, bytes: &[u8]) -> Result<(), LinkError> {
+        self.verbatim_at = None;
         let mut rest = bytes;
         while !rest.is_empty() {
             let n = rest.len().min(CHUNK_RAW_MAX - self.chunk_raw);
@@ -374,6 +408,13 @@ impl LinkEncoder {
 
     fn finish_chunk(&mut self) -> Result<(), LinkError> {
         if self.chunk_raw == 0 {
+            // A batch under the threshold: verbatim, without touching the context.
+            if !self.pending.is_empty() {
+                let pending = std::mem::take(&mut self.pending);
+                self.put_verbatim(&pending);
+                self.pending = pending;
+                self.pending.clear();
+            }
             return Ok(());
         }
         let mut chunk = std::mem::take(&mut self.chunk);
@@ -454,9 +495,8 @@ impl LinkEncoder {
         self.finish_chunk()?;
         // The next compressed message starts a fresh context, as the peer's decoder does.
         self.ctx = None;
-        // A switch to a compressing method continues the run of compressible messages (a
-        // switch is made for bulk traffic, whose short messages must not wait for a long one
-        // to start a run); the rest of a message not eligible stays verbatim.
+        // A switch to a compressing method puts the rest of the current message in a new
+        // batch if its type is compressed; the rest of a message not eligible stays verbatim.
         self.in_run = self.eligible && spec.method != codec::Method::None;
         self.emit(frame::METHOD, text.as_bytes());
         self.config.spec = spec;

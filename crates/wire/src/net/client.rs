@@ -54,7 +54,8 @@ pub struct ClientConfig {
     pub local_tls: Option<(PathBuf, PathBuf)>,
     /// Message types compressed frontend->backend.
     pub compress_types: TagSet,
-    /// Smallest message compressed.
+    /// Fewest bytes ready together (a batch of messages read in one go) that are compressed
+    /// frontend->backend.
     pub threshold: usize,
     /// Stats file, rewritten every second and at exit.
     pub stats_file: Option<PathBuf>,
@@ -172,9 +173,9 @@ async fn serve_app(app: Stream, peer: String, shared: Arc<Shared>) {
 }
 
 /// The application's first packet, after any encryption request was answered.
-struct First {
-    app: Stream,
-    framer: Framer,
+pub(super) struct First {
+    pub(super) app: Stream,
+    pub(super) framer: Framer,
     packet: Vec<u8>,
     rest: Vec<u8>,
 }
@@ -184,7 +185,7 @@ struct First {
 /// encryption request before its answer end the connection (CVE-2021-23214).
 /// `Ok(None)` if the application closes between packets (a port probe, or a client that
 /// wanted TLS and got 'N').
-async fn first_packet(
+pub(super) async fn first_packet(
     mut app: Stream,
     local: Option<&TlsAcceptor>,
 ) -> Result<Option<First>, NetError> {
@@ -263,12 +264,13 @@ async fn open_link(
             Hello::new(config.method, config.method)
         };
         hello.encode(&mut out)?;
+        let refused = |what: &str, e| super::tls::link_handshake_error(what, &config.server, e);
         tls.write_all(&out)
             .await
-            .map_err(|e| NetError::io("writing the link Hello", e))?;
+            .map_err(|e| refused("writing the link Hello", e))?;
         tls.flush()
             .await
-            .map_err(|e| NetError::io("writing the link Hello", e))?;
+            .map_err(|e| refused("writing the link Hello", e))?;
         let mut buf = Vec::new();
         let mut chunk = [0u8; 2048];
         let (reply, used) = loop {
@@ -278,7 +280,7 @@ async fn open_link(
             let n = tls
                 .read(&mut chunk)
                 .await
-                .map_err(|e| NetError::io("reading the link Accept", e))?;
+                .map_err(|e| refused("reading the link Accept", e))?;
             if n == 0 {
                 return Err(NetError::Refused(
                     "the server half closed the link during the handshake".to_owned(),

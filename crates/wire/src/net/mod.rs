@@ -12,6 +12,7 @@ pub mod keys;
 pub mod log;
 mod meter;
 mod metrics;
+mod plain;
 mod pump;
 pub mod scrape;
 mod sender;

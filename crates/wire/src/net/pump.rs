@@ -410,9 +410,19 @@ where
                 });
             }
             at += d.consumed;
-            if d.event == Some(Event::SessionReady) {
-                ctx.ready.store(true, Ordering::Release);
-                told_ready = true;
+            match d.event {
+                Some(Event::SessionReady) => {
+                    ctx.ready.store(true, Ordering::Release);
+                    told_ready = true;
+                }
+                // Counted where the Method frame arrives as where it was sent, so both halves
+                // report the same switches for the same direction of a connection.
+                Some(Event::MethodSwitched(_)) => {
+                    for c in &ctx.counters {
+                        c.add_switch();
+                    }
+                }
+                _ => {}
             }
             if out.len() >= HIGH_WATER {
                 if let Err(e) = dst.write_all(&out).await {

@@ -21,7 +21,8 @@ use crate::framer::Framer;
 use crate::link::frame::{HEADER_LEN, MAX_HANDSHAKE_PAYLOAD};
 use crate::link::handshake::AUTO;
 use crate::link::{
-    check_spec, Hello, LinkDecoder, LinkEncoder, Reply, SenderConfig, Settled, COLUMNS_VERSION,
+    check_spec, Hello, LinkDecoder, LinkEncoder, Reply, SenderConfig, Settled, TagSet,
+    COLUMNS_VERSION,
 };
 use crate::Direction;
 
@@ -48,6 +49,11 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Prometheus endpoint (`GET /metrics`), `ADDR:PORT`.
     pub metrics: Option<String>,
+    /// Message types compressed backend->frontend (the method is the one the client half's
+    /// Hello asks for; what to batch and from how many bytes is each sender's own setting).
+    pub compress_types: TagSet,
+    /// Fewest bytes ready together that are compressed backend->frontend.
+    pub threshold: usize,
 }
 
 struct Shared {
@@ -61,6 +67,8 @@ struct Shared {
     settled: Arc<Settled>,
     /// The half's shutdown: at its "now", open connections end their links properly.
     stop: Shutdown,
+    compress_types: TagSet,
+    threshold: usize,
 }
 
 /// Runs the server half until `shutdown`, then drains; returns the final totals.
@@ -80,6 +88,8 @@ pub async fn run_server(
         tap: config.tap.clone(),
         settled: Arc::new(Settled::new()),
         stop: shutdown.clone(),
+        compress_types: config.compress_types.clone(),
+        threshold: config.threshold,
     });
     // Told before Listening, so whoever waits for Listening knows both addresses.
     let metrics = bind_metrics(config.metrics.as_deref(), Half::Server, &report).await?;
@@ -115,12 +125,7 @@ async fn refuse_link(stream: Stream, shared: Arc<Shared>, limit: usize) {
         written: [Arc::default(), stats.b2f.clone()],
     };
     let reason = format!("pgcompress tunnel server: too many connections ({limit})");
-    let _ = handshake(
-        Metered::new(stream, targets),
-        &shared.acceptor,
-        Some(reason),
-    )
-    .await;
+    let _ = handshake(stream, targets, &shared.acceptor, Some(reason)).await;
 }
 
 async fn serve_link(stream: Stream, peer: String, shared: Arc<Shared>) {
@@ -133,8 +138,7 @@ async fn serve_link(stream: Stream, peer: String, shared: Arc<Shared>) {
         read: [conn_f2b.clone(), stats.f2b.clone()],
         written: [conn_b2f.clone(), stats.b2f.clone()],
     };
-    let link = Metered::new(stream, targets);
-    let (link, hello, rest) = match handshake(link, &shared.acceptor, None).await {
+    let (link, hello, rest) = match handshake(stream, targets, &shared.acceptor, None).await {
         Ok(v) => v,
         Err(e) => {
             stats.refused.fetch_add(1, Ordering::Relaxed);
@@ -167,13 +171,16 @@ async fn serve_link(stream: Stream, peer: String, shared: Arc<Shared>) {
 type Link = tokio_rustls::server::TlsStream<Metered<Stream>>;
 
 /// TLS accept and the link Hello; nothing reaches PostgreSQL before both succeed. With
-/// `refuse`, the Hello is answered with a Refuse frame carrying that reason.
+/// `refuse`, the Hello is answered with a Refuse frame carrying that reason. A peer that
+/// does not start TLS is told what the port is ([`super::plain::tls_only`]).
 async fn handshake(
-    link: Metered<Stream>,
+    stream: Stream,
+    targets: MeterTargets,
     acceptor: &TlsAcceptor,
     refuse: Option<String>,
 ) -> Result<(Link, Hello, Vec<u8>), NetError> {
     let work = async {
+        let link = Metered::new(super::plain::tls_only(stream).await?, targets);
         let mut tls = acceptor
             .accept(link)
             .await
@@ -246,6 +253,8 @@ async fn pump_link(
         Direction::BackendToFrontend,
         SenderConfig {
             columns,
+            compress: shared.compress_types.clone(),
+            threshold: shared.threshold,
             ..SenderConfig::new(hello.backend_spec)
         },
     )?;

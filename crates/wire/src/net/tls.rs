@@ -104,3 +104,36 @@ pub fn local_server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::Server
         .map_err(tls_config_err("local certificate and key"))?;
     Ok(Arc::new(config))
 }
+
+/// The error of a read or write on the link during the client half's handshake. A TLS 1.3
+/// server checks the client's certificate after the client finished its side, so a
+/// certificate the server half refuses shows up here as a TLS alert; it is told as what it
+/// means ("certificate not accepted by the tunnel") rather than as the alert's name.
+pub(crate) fn link_handshake_error(what: &str, server: &str, e: std::io::Error) -> NetError {
+    use rustls::AlertDescription as A;
+    let alert = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .and_then(|r| match r {
+            rustls::Error::AlertReceived(a) => Some(*a),
+            _ => None,
+        });
+    match alert {
+        Some(
+            a @ (A::BadCertificate
+            | A::UnknownCA
+            | A::DecryptError
+            | A::CertificateUnknown
+            | A::CertificateRequired
+            | A::CertificateExpired
+            | A::CertificateRevoked
+            | A::UnsupportedCertificate
+            | A::AccessDenied),
+        ) => NetError::Tls(format!(
+            "certificate not accepted by the tunnel: the server half {server} refused this \
+             client half's certificate (TLS alert {a:?}); --cert must be signed by the CA the \
+             server half trusts (its --ca) and be valid now"
+        )),
+        _ => NetError::io(what, e),
+    }
+}

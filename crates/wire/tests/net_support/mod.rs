@@ -104,6 +104,8 @@ impl Tunnel {
                 tap: Some(tap),
                 max_connections: max.1,
                 metrics: Some("127.0.0.1:0".into()),
+                compress_types: TagSet::default(),
+                threshold: wire::link::DEFAULT_THRESHOLD,
             },
             server_shutdown.clone(),
             s_rep,
@@ -129,7 +131,7 @@ impl Tunnel {
                 key: keys.join("client-key.pem"),
                 local_tls: app_tls.then(|| (keys.join("server.pem"), keys.join("server-key.pem"))),
                 compress_types: TagSet::default(),
-                threshold: 60,
+                threshold: wire::link::DEFAULT_THRESHOLD,
                 stats_file: Some(dir.path().join("client-stats.json")),
                 drain_timeout: Duration::from_secs(30),
                 max_connections: max.0,
@@ -254,6 +256,18 @@ pub fn connections(reports: &Mutex<Vec<Report>>) -> Vec<ConnectionReport> {
             _ => None,
         })
         .collect()
+}
+
+/// Waits until `reports` hold one that `pred` accepts (at most 30 s).
+pub fn wait_report(reports: &Mutex<Vec<Report>>, what: &str, pred: impl Fn(&Report) -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !reports.lock().expect("lock").iter().any(&pred) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never reported: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// psql running `sql` against `cluster` at the tunnel's client half (TCP) or directly.

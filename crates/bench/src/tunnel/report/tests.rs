@@ -20,6 +20,7 @@ pub(crate) fn m(
         latency_ms: None,
         cpu_s: BTreeMap::new(),
         check: "row counts equal".into(),
+        zstd1_bytes: None,
     }
 }
 

@@ -45,6 +45,15 @@ pub fn prepare(env: &Env<'_>, workloads: &[Workload], pgbench_scale: u32) -> Res
         select_args(&mut cmd);
         r.select = Some(hash_stdout(&mut cmd, "psql -c SELECT * FROM lineitem")?);
     }
+    if workloads.iter().any(|w| w.uses_narrow()) {
+        narrow::create(env)?;
+        if workloads.contains(&Workload::NarrowCopy) {
+            r.narrow_copy = Some(narrow::reference(env, narrow::NARROW_COPY)?);
+        }
+        if workloads.contains(&Workload::NarrowSelect) {
+            r.narrow_select = Some(narrow::reference(env, narrow::NARROW_SELECT)?);
+        }
+    }
     if workloads.iter().any(|w| w.uses_pgbench()) {
         env.fresh_db(PGBENCH_DB)?;
         let mut cmd = env.local_cmd("pgbench", PGBENCH_DB);
@@ -129,6 +138,7 @@ pub fn pgbench_outcome(stdout: &str) -> Outcome {
         tps,
         latency_ms,
         check,
+        zstd1_bytes: None,
     }
 }
 
