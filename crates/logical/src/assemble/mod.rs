@@ -76,6 +76,23 @@ impl AssemblerConfig {
     }
 }
 
+/// Whether spill files can be written with `spec` (method and level), without touching
+/// anything: a consumer checks it before it connects.
+pub fn check_spill_spec(spec: &Spec) -> Result<(), AssembleError> {
+    if let Some(reason) = crate::spill::unsupported_reason(spec) {
+        return Err(AssembleError::Spec {
+            spec: spec.to_string(),
+            reason: reason.into(),
+        });
+    }
+    // Refuse a bad level now rather than at the first spill.
+    codec::BlockCompressor::new(spec).map_err(|e| AssembleError::Spec {
+        spec: spec.to_string(),
+        reason: e.to_string(),
+    })?;
+    Ok(())
+}
+
 /// What became ready after a message.
 #[derive(Debug)]
 pub enum Ready {
@@ -140,17 +157,7 @@ impl Assembler {
     /// or when another assembler holds it ([`AssembleError::DirInUse`]), and removes leftover
     /// spill files of this store there (its own file names only).
     pub fn new(config: AssemblerConfig, options: Options) -> Result<Self, AssembleError> {
-        if let Some(reason) = crate::spill::unsupported_reason(&config.spec) {
-            return Err(AssembleError::Spec {
-                spec: config.spec.to_string(),
-                reason: reason.into(),
-            });
-        }
-        // Refuse a bad level now rather than at the first spill.
-        codec::BlockCompressor::new(&config.spec).map_err(|e| AssembleError::Spec {
-            spec: config.spec.to_string(),
-            reason: e.to_string(),
-        })?;
+        check_spill_spec(&config.spec)?;
         let decoder = Decoder::new(options)?;
         let (dir, lock) = crate::spill::dir::open_private(&config.spill_dir)?;
         for entry in std::fs::read_dir(&dir).map_err(AssembleError::io(&dir))? {
