@@ -71,6 +71,8 @@ pub struct Recv {
     skipped: u64,
     changes: u64,
     spill_dir: PathBuf,
+    /// Where the server streams from: the slot's confirmed position, or --start past it.
+    start_lsn: Lsn,
     last_data: Instant,
     last_status: Instant,
     last_sync: Instant,
@@ -262,6 +264,7 @@ impl Recv {
             skipped: 0,
             changes: 0,
             spill_dir,
+            start_lsn: begin_at,
             last_data: now,
             last_status: now,
             last_sync: now,
@@ -278,6 +281,12 @@ impl Recv {
     /// The spill directory in use.
     pub fn spill_dir(&self) -> &std::path::Path {
         &self.spill_dir
+    }
+
+    /// Where the server streams from: the slot's confirmed position, or `start` when that is
+    /// past it.
+    pub fn start_lsn(&self) -> Lsn {
+        self.start_lsn
     }
 
     /// Where the consumer stands now.
