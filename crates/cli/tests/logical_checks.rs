@@ -9,17 +9,8 @@ mod logical_support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Output;
 
-use logical_support::{cluster, recv, recv_command};
-
-/// The one line a refused `logical recv` prints, after checking the exit status.
-fn refused(o: &Output) -> String {
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert_eq!(o.status.code(), Some(2), "expected exit 2: {err}");
-    assert_eq!(err.lines().count(), 1, "one line: {err}");
-    err
-}
+use logical_support::{cluster, recv, recv_command, refused};
 
 /// Every file under `dir` with its bytes (directories as empty entries).
 fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {

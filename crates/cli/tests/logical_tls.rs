@@ -13,7 +13,7 @@ use std::process::Output;
 
 use logical::conn::{ConnConfig, Connection, CopyEvent, Env, StartOptions};
 use logical::{CopyMessage, Decoder, Lsn, Message, Options, Streaming};
-use logical_support::{assert_same, ours, pgcompress, test_decoding};
+use logical_support::{assert_same, ours, pgcompress, refused, test_decoding};
 use pgtest::Cluster;
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
@@ -163,14 +163,6 @@ fn recv(home: &Path, conninfo: &str, slot: &str, out: &Path, stop: &str) -> Outp
         .args(["--stop-at-lsn", stop, "--idle-exit", "60"])
         .output()
         .expect("run pgcompress")
-}
-
-/// The one line a refused `logical recv` prints, after checking the exit status.
-fn refused(o: &Output) -> String {
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert_eq!(o.status.code(), Some(2), "expected exit 2: {err}");
-    assert_eq!(err.lines().count(), 1, "one line: {err}");
-    err
 }
 
 #[test]
