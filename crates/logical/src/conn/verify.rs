@@ -4,7 +4,7 @@
 //!
 //! - The chain must lead to a certificate of `sslrootcert`, within its validity dates. A
 //!   self-signed certificate that is itself in `sslrootcert` is trusted as it stands, CA or
-//!   not: that is how PostgreSQL's documentation sets up a server ("Creating Certificates":
+//!   not, within its dates and if its extended key usage (when it has one) allows a server: that is how PostgreSQL's documentation sets up a server ("Creating Certificates":
 //!   `openssl req -new -x509 ...`, the same `server.crt` given to the client as root). webpki
 //!   refuses such a certificate as a CA used as an end entity, so it is recognised here first.
 //! - verify-full: the host name against the subjectAltName entries of the host's type (DNS
@@ -21,9 +21,10 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::client::WebPkiServerVerifier;
 use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
+use x509_cert::der::oid::db::rfc5912;
 use x509_cert::der::Decode;
 use x509_cert::ext::pkix::name::GeneralName;
-use x509_cert::ext::pkix::SubjectAltName;
+use x509_cert::ext::pkix::{ExtendedKeyUsage, SubjectAltName};
 use x509_cert::Certificate;
 
 /// The certificate check of a mode that verifies the chain; `full` adds the host name.
@@ -70,6 +71,23 @@ fn check_dates(cert: &Certificate, now: UnixTime) -> Result<(), rustls::Error> {
         .into());
     }
     Ok(())
+}
+
+/// The purpose of a certificate trusted as it stands: an extended key usage, when there is
+/// one, must allow a TLS server (OpenSSL checks the purpose of the certificate at depth 0).
+fn check_purpose(cert: &Certificate) -> Result<(), rustls::Error> {
+    match cert.tbs_certificate().get_extension::<ExtendedKeyUsage>() {
+        Ok(None) => Ok(()),
+        Ok(Some((_, eku)))
+            if eku.0.iter().any(|o| {
+                *o == rfc5912::ID_KP_SERVER_AUTH || *o == rfc5912::ANY_EXTENDED_KEY_USAGE
+            }) =>
+        {
+            Ok(())
+        }
+        Ok(Some(_)) => Err(CertificateError::InvalidPurpose.into()),
+        Err(_) => Err(bad_encoding()),
+    }
 }
 
 /// Whether `pattern` (a name in the certificate) names `host`: equal but for letter case, or
@@ -165,6 +183,7 @@ impl ServerCertVerifier for LibpqVerifier {
         let self_signed = tbs.subject() == tbs.issuer();
         if self_signed && self.roots.iter().any(|r| r.as_ref() == end_entity.as_ref()) {
             check_dates(&cert, now)?;
+            check_purpose(&cert)?;
         } else {
             // webpki checks the chain before the name, so a name error means the chain
             // passed; the name is checked below, by libpq's rules.
@@ -239,6 +258,25 @@ mod tests {
         p.distinguished_name.push(rcgen::DnType::CommonName, cn);
         let der = p.self_signed(&key).unwrap().der().to_vec();
         Certificate::from_der(&der).unwrap()
+    }
+
+    #[test]
+    fn a_certificate_trusted_as_it_stands_must_allow_a_server() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let with = |usages: Vec<rcgen::ExtendedKeyUsagePurpose>| {
+            let mut p = rcgen::CertificateParams::new(vec!["db".into()]).unwrap();
+            p.extended_key_usages = usages;
+            let der = p.self_signed(&key).unwrap().der().to_vec();
+            check_purpose(&Certificate::from_der(&der).unwrap())
+        };
+        use rcgen::ExtendedKeyUsagePurpose::{Any, ClientAuth, ServerAuth};
+        assert!(with(Vec::new()).is_ok());
+        assert!(with(vec![ClientAuth, ServerAuth]).is_ok());
+        assert!(with(vec![Any]).is_ok());
+        assert_eq!(
+            with(vec![ClientAuth]),
+            Err(CertificateError::InvalidPurpose.into())
+        );
     }
 
     fn dns(s: &str) -> ServerName<'static> {
