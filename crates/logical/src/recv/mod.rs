@@ -231,7 +231,7 @@ impl Recv {
                 .default_spill_dir(&system_id)
                 .ok_or(RecvError::NoSpillDir)?,
         };
-        let asm = Assembler::new(
+        let asm = Assembler::open(
             AssemblerConfig {
                 work_mem: opts.work_mem,
                 spill_dir: spill_dir.clone(),
