@@ -31,7 +31,7 @@ fn seconds(s: f64) -> Duration {
 /// How often the progress line and the metrics are refreshed.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
-fn options(args: &RecvArgs, progress: bool) -> RecvOptions {
+fn options(args: &RecvArgs, progress: Option<Duration>) -> RecvOptions {
     let output = if args.output == "-" {
         Output::Stdout
     } else {
@@ -50,7 +50,7 @@ fn options(args: &RecvArgs, progress: bool) -> RecvOptions {
     o.begin_commit = args.begin_commit;
     o.stop_at_lsn = args.stop_at_lsn;
     o.idle_exit = args.idle_exit.map(seconds);
-    o.progress_interval = progress.then_some(PROGRESS_EVERY);
+    o.progress_interval = progress;
     o.proto_version = args.proto_version;
     o
 }
@@ -73,7 +73,16 @@ fn recv(args: RecvArgs) -> Result<ExitCode> {
         .map(wire::net::scrape::bind)
         .transpose()?;
     let terminal = std::io::stderr().is_terminal();
-    let opts = options(&args, terminal || scrape.is_some());
+    // Without a terminal (a service's log) and without --json: plain lines, one per status
+    // interval (at least a second apart).
+    let plain = !terminal && !args.json;
+    let line_every = seconds(args.status_interval).max(PROGRESS_EVERY);
+    let progress = if terminal || scrape.is_some() {
+        Some(PROGRESS_EVERY)
+    } else {
+        plain.then_some(line_every)
+    };
+    let opts = options(&args, progress);
     let mut r = match Recv::start_until(&config, opts, Some(Arc::clone(&stop))) {
         Ok(r) => r,
         // A stop asked for before the stream began: as a stop during it, status 0; the
@@ -103,16 +112,31 @@ fn recv(args: RecvArgs) -> Result<ExitCode> {
             r.recovered_tail()
         );
     }
+    if terminal || plain {
+        say(&started(&args, &r));
+    }
+    let mut last_line = std::time::Instant::now();
     let outcome = r.run(&stop, &mut |p: &Progress| {
         *latest.lock().unwrap_or_else(PoisonError::into_inner) = *p;
         if terminal {
             show_progress(p);
+        } else if plain && last_line.elapsed() >= line_every {
+            say(&progress_line(p));
+            last_line = std::time::Instant::now();
         }
     });
     if terminal {
         eprintln!();
     }
     let summary = r.finish(outcome?)?;
+    if terminal || plain {
+        say(&format!(
+            "stopped ({}): {}; confirmed {}",
+            summary.reason.as_str(),
+            written(summary.transactions, summary.changes),
+            summary.flushed_lsn
+        ));
+    }
     if args.json {
         let line = summary_json(&summary);
         if args.output == "-" {
@@ -122,6 +146,45 @@ fn recv(args: RecvArgs) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One line of what `logical recv` does, on stderr; a stderr gone (a log collector that
+/// died) does not stop the consumer.
+fn say(what: &str) {
+    let _ = writeln!(std::io::stderr(), "pgcompress logical recv: {what}");
+}
+
+/// What the run reads, from where, and where it writes.
+fn started(args: &RecvArgs, r: &Recv) -> String {
+    let to = if args.output == "-" {
+        "standard output".to_owned()
+    } else {
+        args.output.clone()
+    };
+    format!(
+        "started on slot \"{}\" (publications {}) from {}, writing to {to}, spill directory {}",
+        args.slot,
+        args.publication.join(", "),
+        r.start_lsn(),
+        r.spill_dir().display()
+    )
+}
+
+fn written(transactions: u64, changes: u64) -> String {
+    format!("{transactions} transactions, {changes} changes written")
+}
+
+/// One line of where the run stands, for a log.
+fn progress_line(p: &Progress) -> String {
+    format!(
+        "{}; confirmed {}, lag {}; memory {}, spilled {} raw, {} on disk",
+        written(p.transactions, p.changes),
+        p.confirmed,
+        bytes(p.received.0.saturating_sub(p.confirmed.0)),
+        bytes(p.memory_bytes),
+        bytes(p.spill_raw_bytes),
+        bytes(p.spill_disk_bytes),
+    )
 }
 
 fn show_progress(p: &Progress) {

@@ -384,11 +384,21 @@ fn sigterm_finishes_durably_and_a_restart_continues() {
     let len = std::fs::metadata(&out).expect("out").len();
     let state = std::fs::read_to_string(dir.path().join("out.jsonl.state")).expect("state");
     assert!(state.contains(&format!("offset {len}\n")), "{state}");
-    // The server was told: the slot is confirmed past the transaction.
-    let confirmed = cluster
-        .query_one("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 's'")
-        .expect("confirmed");
-    assert_eq!(summary["flushed_lsn"].as_str(), Some(confirmed.as_str()));
+    // The server was told: the slot is confirmed past the transaction. The walsender reads
+    // the last status update after the consumer has gone, so its effect is waited for.
+    let flushed = summary["flushed_lsn"]
+        .as_str()
+        .expect("flushed_lsn")
+        .to_owned();
+    let confirmed = "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 's'";
+    cluster
+        .wait_until("the last status update", Duration::from_secs(30), || {
+            Ok(cluster.query_one(confirmed)? == flushed)
+        })
+        .unwrap_or_else(|e| {
+            let now = cluster.query_one(confirmed).unwrap_or_default();
+            panic!("{e}: confirmed_flush_lsn {now}, the summary says {flushed}")
+        });
 
     cluster
         .psql("UPDATE t SET v = 'w' WHERE id <= 10;")

@@ -13,7 +13,7 @@ use std::process::Output;
 
 use logical::conn::{ConnConfig, Connection, CopyEvent, Env, StartOptions};
 use logical::{CopyMessage, Decoder, Lsn, Message, Options, Streaming};
-use logical_support::{assert_same, ours, pgcompress, test_decoding};
+use logical_support::{assert_same, ours, pgcompress, refused, test_decoding};
 use pgtest::Cluster;
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
@@ -163,14 +163,6 @@ fn recv(home: &Path, conninfo: &str, slot: &str, out: &Path, stop: &str) -> Outp
         .args(["--stop-at-lsn", stop, "--idle-exit", "60"])
         .output()
         .expect("run pgcompress")
-}
-
-/// The one line a refused `logical recv` prints, after checking the exit status.
-fn refused(o: &Output) -> String {
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert_eq!(o.status.code(), Some(2), "expected exit 2: {err}");
-    assert_eq!(err.lines().count(), 1, "one line: {err}");
-    err
 }
 
 #[test]
@@ -616,4 +608,164 @@ fn hostaddr_is_where_verify_full_connects_and_host_what_it_checks() {
         .err()
         .expect("verify-full without host");
     assert!(e.to_string().contains("host="), "{e}");
+}
+
+/// psql (libpq) on `conninfo`, HOME in `home`: what it printed, or its error.
+fn libpq(cluster: &Cluster, home: &Path, conninfo: &str) -> Result<String, String> {
+    let mut cmd = std::process::Command::new(cluster.install().bin("psql"));
+    cmd.env("HOME", home)
+        .env_remove("PGSSLMODE")
+        .env_remove("PGSSLROOTCERT")
+        .args(["-X", "-At", "-d", conninfo, "-c"])
+        .arg("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()");
+    match pgtest::run::run_as_current_user(&mut cmd, None, std::time::Duration::from_secs(60)) {
+        Ok(o) => Ok(String::from_utf8_lossy(&o.stdout).into_owned()),
+        Err(pgtest::Error::Command { stderr, .. }) => Err(stderr),
+        Err(e) => panic!("psql: {e}"),
+    }
+}
+
+/// Puts a certificate and key in the server's data directory and has it read them.
+fn serve_certificate(cluster: &Cluster, crt: &str, key: &str) {
+    let data = cluster.data_dir();
+    write(&data.join("server.crt"), crt, 0o644);
+    write(&data.join("server.key"), key, 0o600);
+    // Any reload will do: the postmaster reads the certificate files again.
+    cluster.set_guc_and_reload("ssl", "on").expect("reload");
+}
+
+/// The server set up exactly as PostgreSQL's documentation shows ("Creating Certificates"):
+/// one self-signed certificate made by `openssl req -x509` (a CA certificate, for the name
+/// dbhost.yourdomain.com in its CN and nowhere else), which the client is given as its root.
+/// psql connects with every mode that verifies, and so does `logical recv`, receiving what
+/// test_decoding sees; both refuse a host name the certificate does not carry, a root that is
+/// not the server's, and the same certificate once it has expired.
+#[test]
+fn a_self_signed_server_certificate_given_as_root_is_trusted_as_libpq_trusts_it() {
+    let (cluster, pki) = tls_cluster();
+    let o = std::process::Command::new("openssl")
+        .current_dir(pki.dir.path())
+        .args(["req", "-new", "-x509", "-days", "365", "-nodes", "-text"])
+        .args(["-out", "server.crt", "-keyout", "server.key"])
+        .args(["-subj", "/CN=dbhost.yourdomain.com"])
+        .output()
+        .expect("openssl (scripts/setup.sh installs it)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let read = |name: &str| std::fs::read_to_string(pki.path(name)).expect("read");
+    serve_certificate(&cluster, &read("server.crt"), &read("server.key"));
+
+    let mut sql = String::from(
+        "CREATE TABLE t (id int PRIMARY KEY, v text);
+         CREATE PUBLICATION p FOR TABLE t;
+         SELECT pg_create_logical_replication_slot('td', 'test_decoding');",
+    );
+    let port = cluster.tcp_port().expect("tcp port");
+    let root = pki.s("server.crt");
+    let info = |hosts: &str, tls: &str| {
+        format!("{hosts} port={port} user=repl dbname=postgres password='{PASSWORD}' {tls}")
+    };
+    let by_name = "host=dbhost.yourdomain.com hostaddr=127.0.0.1";
+    let modes = [
+        (
+            "verify_full",
+            by_name,
+            format!("sslmode=verify-full sslrootcert={root}"),
+        ),
+        (
+            "verify_ca",
+            "host=127.0.0.1",
+            format!("sslmode=verify-ca sslrootcert={root}"),
+        ),
+        (
+            "require_root",
+            "host=127.0.0.1",
+            format!("sslmode=require sslrootcert={root}"),
+        ),
+    ];
+    for (name, _, _) in &modes {
+        sql.push_str(&format!(
+            "SELECT pg_create_logical_replication_slot('s_{name}', 'pgoutput');"
+        ));
+    }
+    cluster.psql(&sql).expect("schema");
+    cluster
+        .psql(
+            "INSERT INTO t SELECT g, 'row ' || g FROM generate_series(1, 200) g;
+             UPDATE t SET v = 'even' WHERE id % 2 = 0;
+             DELETE FROM t WHERE id > 150;",
+        )
+        .expect("workload");
+    let stop = cluster.current_wal_lsn().expect("lsn");
+    let theirs = test_decoding(&cluster, "td");
+    assert_eq!(theirs.len(), 200 + 100 + 50, "test_decoding changes");
+    let home = pki.dir.path();
+    for (name, hosts, tls) in &modes {
+        let conninfo = info(hosts, tls);
+        assert_eq!(libpq(&cluster, home, &conninfo), Ok("t\n".into()), "{name}");
+        let out = pki.path(&format!("{name}.jsonl"));
+        let o = recv(home, &conninfo, &format!("s_{name}"), &out, &stop);
+        assert!(
+            o.status.success(),
+            "{name}: psql connects, logical recv: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let mine: Vec<_> = ours(&out).into_iter().map(|(c, _)| c).collect();
+        assert_same(&mine, &theirs);
+        eprintln!(
+            "{name}: psql connects; {} changes equal test_decoding's",
+            mine.len()
+        );
+    }
+
+    // What libpq refuses, refused too: another name, another root, and (below) an expired
+    // certificate.
+    let out = pki.path("never.jsonl");
+    let refusals = [
+        (
+            "host=localhost hostaddr=127.0.0.1",
+            format!("sslmode=verify-full sslrootcert={root}"),
+            "not valid for host name localhost",
+        ),
+        (
+            by_name,
+            format!("sslmode=verify-full sslrootcert={}", pki.s("other-ca.crt")),
+            "neither signed by a certificate there nor",
+        ),
+    ];
+    for (hosts, tls, want) in &refusals {
+        let conninfo = info(hosts, tls);
+        let theirs = libpq(&cluster, home, &conninfo).expect_err("psql connected");
+        let err = refused(&recv(home, &conninfo, "s_verify_ca", &out, &stop));
+        assert!(err.contains(want), "{hosts} {tls}: want {want:?} in: {err}");
+        eprintln!("{hosts} {tls}: psql: {theirs}; ours: {}", err.trim_end());
+    }
+    let key = KeyPair::generate().expect("key");
+    let mut p = CertificateParams::new(Vec::new()).expect("params");
+    p.distinguished_name
+        .push(DnType::CommonName, "dbhost.yourdomain.com");
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.not_before = rcgen::date_time_ymd(2020, 1, 1);
+    p.not_after = rcgen::date_time_ymd(2021, 1, 1);
+    let expired = p.self_signed(&key).expect("expired certificate");
+    write(&pki.path("expired.crt"), &expired.pem(), 0o644);
+    serve_certificate(&cluster, &expired.pem(), &key.serialize_pem());
+    for (hosts, mode) in [(by_name, "verify-full"), ("host=127.0.0.1", "verify-ca")] {
+        let conninfo = info(
+            hosts,
+            &format!("sslmode={mode} sslrootcert={}", pki.s("expired.crt")),
+        );
+        // libpq says only "certificate verify failed".
+        let theirs = libpq(&cluster, home, &conninfo).expect_err("psql connected");
+        let err = refused(&recv(home, &conninfo, "s_verify_ca", &out, &stop));
+        assert!(
+            err.contains("outside its validity dates (certificate expired"),
+            "{mode}: {err}"
+        );
+        eprintln!(
+            "{mode}, expired: psql: {}; ours: {}",
+            theirs.trim_end(),
+            err.trim_end()
+        );
+    }
+    assert!(!out.exists(), "a refused run wrote output");
 }

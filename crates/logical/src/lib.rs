@@ -20,6 +20,7 @@
 #![deny(missing_docs)]
 
 pub mod assemble;
+#[cfg(feature = "net")]
 pub mod conn;
 pub mod copy;
 mod decoder;
@@ -29,6 +30,7 @@ mod lsn;
 pub mod message;
 pub mod output;
 mod reader;
+#[cfg(feature = "net")]
 pub mod recv;
 pub mod schema;
 pub mod spill;

@@ -146,7 +146,7 @@ fn savepoints_and_aborts_in_memory_and_on_disk_with_every_spec() {
     ] {
         for work_mem in [0, 4096, 100_000, 64 << 20] {
             let dir = private_tempdir().expect("tempdir");
-            let mut a = Assembler::new(config(dir.path(), work_mem, spec), V2).expect("new");
+            let mut a = Assembler::open(config(dir.path(), work_mem, spec), V2).expect("new");
             let got = run(&mut a, &msgs);
             assert_eq!(got, want, "{spec} work_mem {work_mem}");
             let s = a.stats();
@@ -173,7 +173,7 @@ fn savepoints_and_aborts_in_memory_and_on_disk_with_every_spec() {
 fn memory_stays_within_work_mem_and_the_largest_spills() {
     let dir = private_tempdir().expect("tempdir");
     let work_mem = 50_000;
-    let mut a = Assembler::new(config(dir.path(), work_mem, "lz4"), V2).expect("new");
+    let mut a = Assembler::open(config(dir.path(), work_mem, "lz4"), V2).expect("new");
     let mut msgs = vec![stream_start(1, true)];
     for i in 0..2000 {
         msgs.push(insert(Some(1), 1, &row_text(i, 100)));
@@ -231,7 +231,7 @@ fn memory_stays_within_work_mem_and_the_largest_spills() {
 fn first_segment_again_restarts_the_transaction() {
     for work_mem in [0, 1 << 20] {
         let dir = private_tempdir().expect("tempdir");
-        let mut a = Assembler::new(config(dir.path(), work_mem, "zstd:1"), V2).expect("new");
+        let mut a = Assembler::open(config(dir.path(), work_mem, "zstd:1"), V2).expect("new");
         let mut msgs = vec![stream_start(5, true)];
         for i in 0..300 {
             msgs.push(insert(Some(5), 1, &row_text(i, 50)));
@@ -253,7 +253,7 @@ fn first_segment_again_restarts_the_transaction() {
 #[test]
 fn non_streamed_transactions_and_messages() {
     let dir = private_tempdir().expect("tempdir");
-    let mut a = Assembler::new(config(dir.path(), 0, "lz4"), V2).expect("new");
+    let mut a = Assembler::open(config(dir.path(), 0, "lz4"), V2).expect("new");
     let body = vec![
         relation(None, 1, "t"),
         insert(None, 1, b"x"),
@@ -307,7 +307,7 @@ fn non_streamed_transactions_and_messages() {
 #[test]
 fn protocol_violations_name_the_lsn() {
     let dir = private_tempdir().expect("tempdir");
-    let mut a = Assembler::new(config(dir.path(), 1 << 20, "lz4"), V2).expect("new");
+    let mut a = Assembler::open(config(dir.path(), 1 << 20, "lz4"), V2).expect("new");
     match a.push(lsn(0x1_0000_0010), &insert(None, 1, b"x")) {
         Err(
             e @ AssembleError::Protocol {
@@ -340,7 +340,7 @@ fn protocol_violations_name_the_lsn() {
         })
     ));
     // Each assembler in a directory of its own: one holds its directory while it lives.
-    let mut c = Assembler::new(config(&dir.path().join("c"), 1 << 20, "lz4"), V2).expect("new");
+    let mut c = Assembler::open(config(&dir.path().join("c"), 1 << 20, "lz4"), V2).expect("new");
     assert!(matches!(
         c.push(lsn(0x60), &stream_start(5, false)),
         Err(AssembleError::Protocol {
@@ -348,7 +348,7 @@ fn protocol_violations_name_the_lsn() {
             ..
         })
     ));
-    let mut b = Assembler::new(config(&dir.path().join("b"), 1 << 20, "lz4"), V2).expect("new");
+    let mut b = Assembler::open(config(&dir.path().join("b"), 1 << 20, "lz4"), V2).expect("new");
     b.push(lsn(1), &stream_start(4, true)).expect("start");
     assert!(matches!(
         b.push(lsn(2), &stream_commit(4, 1, 2, 3)),
@@ -365,7 +365,7 @@ fn unsupported_specs_are_refused() {
     for spec in ["gzip", "xz", "snappy", "zstd:workers=2"] {
         assert!(
             matches!(
-                Assembler::new(config(dir.path(), 0, spec), V2),
+                Assembler::open(config(dir.path(), 0, spec), V2),
                 Err(AssembleError::Spec { .. })
             ),
             "{spec}"
@@ -378,7 +378,7 @@ fn leftover_files_of_this_store_are_removed_and_others_kept() {
     let dir = private_tempdir().expect("tempdir");
     std::fs::write(dir.path().join("pgcompress-spill-1-1.spill"), b"old").expect("write");
     std::fs::write(dir.path().join("notes.txt"), b"mine").expect("write");
-    let _a = Assembler::new(config(dir.path(), 0, "lz4"), V2).expect("new");
+    let _a = Assembler::open(config(dir.path(), 0, "lz4"), V2).expect("new");
     assert_eq!(spill_files(dir.path()), vec![dir.path().join("notes.txt")]);
 }
 
@@ -387,7 +387,7 @@ fn committed_on_disk(
     dir: &std::path::Path,
     spec: &str,
 ) -> (Assembler, CommittedTxn, std::path::PathBuf) {
-    let mut a = Assembler::new(config(dir, 0, spec), V2).expect("new");
+    let mut a = Assembler::open(config(dir, 0, spec), V2).expect("new");
     let mut msgs = vec![stream_start(9, true)];
     for i in 0..5000 {
         msgs.push(insert(Some(9), 1, &row_text(i, 60)));
@@ -497,7 +497,7 @@ fn a_file_removed_by_name_is_still_replayed() {
 #[test]
 fn incompressible_changes_are_stored_raw() {
     let dir = private_tempdir().expect("tempdir");
-    let mut a = Assembler::new(config(dir.path(), 0, "lz4"), V2).expect("new");
+    let mut a = Assembler::open(config(dir.path(), 0, "lz4"), V2).expect("new");
     a.push(lsn(1), &stream_start(3, true)).expect("start");
     let mut raw = 0;
     for i in 0..200 {
@@ -530,7 +530,7 @@ fn many_spilled_transactions_at_once_share_the_stream_contexts() {
     // start a new frame at their next record; every replay stays exact.
     for spec in ["lz4", "zstd:3"] {
         let dir = private_tempdir().expect("tempdir");
-        let mut a = Assembler::new(config(dir.path(), 2000, spec), V2).expect("new");
+        let mut a = Assembler::open(config(dir.path(), 2000, spec), V2).expect("new");
         let xids: Vec<u32> = (1..=12).map(|i| i * 10).collect();
         let mut want: Vec<Vec<Vec<u8>>> = vec![Vec::new(); xids.len()];
         let mut first = vec![true; xids.len()];

@@ -29,7 +29,7 @@ fn a_large_streamed_transaction_keeps_memory_bounded() {
         let mut config = AssemblerConfig::new(dir.path());
         config.work_mem = work_mem;
         config.spec = spec.parse().expect("spec");
-        let mut a = Assembler::new(config, V2).expect("new");
+        let mut a = Assembler::open(config, V2).expect("new");
         let row = |i: u64| insert(Some(1), 16384, format!("Hello number n°{i}").as_bytes());
         let before = peak_rss();
         let start = Instant::now();

@@ -117,7 +117,7 @@ fn assemble(rows: &[(Lsn, Vec<u8>)], streaming: Streaming, spec: &str, work_mem:
         proto_version: 2,
         streaming,
     };
-    let mut a = Assembler::new(config, options).expect("assembler");
+    let mut a = Assembler::open(config, options).expect("assembler");
     let mut dec = logical::Decoder::new(options).expect("decoder");
     let mut run = Run {
         txns: Vec::new(),

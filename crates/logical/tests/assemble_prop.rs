@@ -201,7 +201,7 @@ proptest! {
         config.work_mem = work_mem;
         config.spec = spec.parse().expect("spec");
         let mut s = Session {
-            a: Assembler::new(config, V2).expect("new"),
+            a: Assembler::open(config, V2).expect("new"),
             work_mem: work_mem as u64,
             slots: Vec::new(),
             open: None,

@@ -81,7 +81,7 @@ fn bless(name: &str, spec: &str, msgs: &[Vec<u8>]) {
     let mut config = AssemblerConfig::new(dir.path());
     config.work_mem = 8 * 1024;
     config.spec = spec.parse().expect("spec");
-    let mut a = Assembler::new(config, V2).expect("new");
+    let mut a = Assembler::open(config, V2).expect("new");
     for m in msgs {
         a.push(lsn(1), m).expect("push");
     }

@@ -28,7 +28,7 @@ fn mode(p: &Path) -> u32 {
 fn store(dir: &Path) -> Result<Assembler, AssembleError> {
     let mut c = AssemblerConfig::new(dir);
     c.work_mem = 0;
-    Assembler::new(c, V2)
+    Assembler::open(c, V2)
 }
 
 /// The messages of streamed transaction `xid` up to its Stream Stop: 2,000 rows.

@@ -71,7 +71,7 @@ pub fn assemble(
     let began = Instant::now();
     let mut reader = CopyReader::new(BufReader::with_capacity(1 << 20, file))
         .io(|| format!("reading {}", capture.display()))?;
-    let mut assembler = Assembler::new(
+    let mut assembler = Assembler::open(
         AssemblerConfig {
             work_mem,
             spill_dir: spill_dir.to_path_buf(),

@@ -33,7 +33,8 @@ Signals: SIGINT/SIGTERM end the command promptly at any stage, exit 0. Before th
 (connecting, --create-slot waiting) the command under way is cancelled on the server and -o FILE \
 is not touched.\n\n\
 The role needs the REPLICATION attribute (or superuser), the server wal_level = logical, and the \
-publications must exist (CREATE PUBLICATION p FOR TABLE ...). Large transactions are streamed by the \
+publications must exist (CREATE PUBLICATION p FOR TABLE ...) and the slot be pgoutput's: both are checked, \
+with --spill-compression, before anything is created or started (exit 2 otherwise). Large transactions are streamed by the \
 server while in progress and held here, in memory up to --work-mem and then in compressed spill files \
 under --spill-dir, until they commit. Spill files hold rows not yet committed: the directory is created \
 0700 and its files 0600, and one that exists must belong to this account, be closed to group and others \
@@ -54,6 +55,10 @@ missing), or whose --start is past it, is refused before anything is touched: ex
 unchanged. --start-over empties FILE and begins again. Not detected: a copy of the cluster's data \
 directory (same system identifier and timeline), and publications changed under the same names. A state \
 written by an older pgcompress (no stream recorded) is refused too: move the file aside or --start-over.\n\n\
+Stderr: a line when the stream starts (slot, publications, start LSN, output, spill directory), one \
+every --status-interval (at least 1 s) with transactions and changes written, confirmed LSN, lag, memory \
+and spill, and one when it stops; on a terminal the progress line is redrawn every second instead; \
+with --json and no terminal, only the JSON summary.\n\n\
 Exit status: 0 done (a signal at any stage, --stop-at-lsn, --idle-exit, or the server ended the stream); 2 error.";
 
 #[derive(Subcommand, Debug)]

@@ -86,6 +86,14 @@ pub fn recv(cluster: &Cluster, slot: &str, out: &Path, stop: &str, extra: &[&str
     o
 }
 
+/// The one line a refused `logical recv` prints, after checking the exit status.
+pub fn refused(o: &Output) -> String {
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(2), "expected exit 2: {err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    err
+}
+
 /// One change, normalised so that both decodings can be compared.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {

@@ -76,6 +76,23 @@ impl AssemblerConfig {
     }
 }
 
+/// Whether spill files can be written with `spec` (method and level), without touching
+/// anything: a consumer checks it before it connects.
+pub fn check_spill_spec(spec: &Spec) -> Result<(), AssembleError> {
+    if let Some(reason) = crate::spill::unsupported_reason(spec) {
+        return Err(AssembleError::Spec {
+            spec: spec.to_string(),
+            reason: reason.into(),
+        });
+    }
+    // Refuse a bad level now rather than at the first spill.
+    codec::BlockCompressor::new(spec).map_err(|e| AssembleError::Spec {
+        spec: spec.to_string(),
+        reason: e.to_string(),
+    })?;
+    Ok(())
+}
+
 /// What became ready after a message.
 #[derive(Debug)]
 pub enum Ready {
@@ -91,7 +108,7 @@ pub enum Ready {
 /// use logical::{Assembler, AssemblerConfig, Decoder, Lsn, Message, Options, Ready, Streaming};
 /// let dir = tempfile::tempdir().unwrap();
 /// let options = Options { proto_version: 2, streaming: Streaming::On };
-/// let mut a = Assembler::new(AssemblerConfig::new(dir.path().join("spill")), options).unwrap();
+/// let mut a = Assembler::open(AssemblerConfig::new(dir.path().join("spill")), options).unwrap();
 /// // Stream Start (xid 7, first segment), Truncate of relation 16384 by subxid 7, Stream Stop.
 /// a.push(Lsn(0x100), &[b'S', 0, 0, 0, 7, 1]).unwrap();
 /// a.push(Lsn(0x108), &[b'T', 0, 0, 0, 7, 0, 0, 0, 1, 0, 0, 0, 0x40, 0]).unwrap();
@@ -135,33 +152,16 @@ impl std::fmt::Debug for Assembler {
 }
 
 impl Assembler {
-    /// An assembler for a session negotiated with `options`. Creates `spill_dir` (0700) if
-    /// needed, refuses it unless it is private to this account ([`AssembleError::UnsafeDir`])
-    /// or when another assembler holds it ([`AssembleError::DirInUse`]), and removes leftover
-    /// spill files of this store there (its own file names only).
-    pub fn new(config: AssemblerConfig, options: Options) -> Result<Self, AssembleError> {
-        if let Some(reason) = crate::spill::unsupported_reason(&config.spec) {
-            return Err(AssembleError::Spec {
-                spec: config.spec.to_string(),
-                reason: reason.into(),
-            });
-        }
-        // Refuse a bad level now rather than at the first spill.
-        codec::BlockCompressor::new(&config.spec).map_err(|e| AssembleError::Spec {
-            spec: config.spec.to_string(),
-            reason: e.to_string(),
-        })?;
+    /// Opens the spill store and returns an assembler for a session negotiated with `options`:
+    /// the one step with effects on the file system. Creates `spill_dir` (0700) if needed,
+    /// refuses it unless it is private to this account ([`AssembleError::UnsafeDir`]) or when
+    /// another assembler holds it ([`AssembleError::DirInUse`]), and removes leftover spill
+    /// files of this store there (its own file names only). The spec and the options are
+    /// checked first, so a refused one touches nothing.
+    pub fn open(config: AssemblerConfig, options: Options) -> Result<Self, AssembleError> {
+        check_spill_spec(&config.spec)?;
         let decoder = Decoder::new(options)?;
-        let (dir, lock) = crate::spill::dir::open_private(&config.spill_dir)?;
-        for entry in std::fs::read_dir(&dir).map_err(AssembleError::io(&dir))? {
-            let entry = entry.map_err(AssembleError::io(&dir))?;
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
-            if name.starts_with(FILE_PREFIX) && name.ends_with(FILE_SUFFIX) {
-                let p = entry.path();
-                std::fs::remove_file(&p).map_err(AssembleError::io(&p))?;
-            }
-        }
+        let (dir, lock) = crate::spill::dir::open_store(&config.spill_dir)?;
         Ok(Assembler {
             config,
             decoder,

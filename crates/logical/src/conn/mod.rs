@@ -15,6 +15,7 @@ mod error;
 pub mod frame;
 mod replication;
 pub mod tls;
+mod verify;
 mod wait;
 
 use std::collections::HashMap;

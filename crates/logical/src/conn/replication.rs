@@ -183,6 +183,29 @@ impl Connection {
         }))
     }
 
+    /// Which of `names` are not publications of the connected database, in the order given
+    /// (START_REPLICATION takes any name; the server complains only at the first change).
+    pub fn missing_publications(&mut self, names: &[String]) -> Result<Vec<String>, ConnError> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let list = names
+            .iter()
+            .map(|n| quote_literal(n))
+            .collect::<Vec<_>>()
+            .join(",");
+        let sql = format!(
+            "SELECT n FROM unnest(ARRAY[{list}]::text[]) WITH ORDINALITY AS a(n, i) \
+             WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_publication p \
+             WHERE p.pubname = a.n::name) ORDER BY i"
+        );
+        Ok(self
+            .simple_query(&sql)?
+            .into_iter()
+            .filter_map(|row| row.into_iter().next().flatten())
+            .collect())
+    }
+
     /// START_REPLICATION SLOT … LOGICAL …; on success the connection is in CopyBoth mode.
     pub fn start_replication(&mut self, o: &StartOptions) -> Result<(), ConnError> {
         let pubs = o

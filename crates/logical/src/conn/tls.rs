@@ -3,7 +3,7 @@
 //! a rustls client whose certificate check follows `sslmode`, and the channel-binding data of
 //! SCRAM-SHA-256-PLUS (RFC 5929 `tls-server-end-point`).
 //!
-//! What each mode checks, as libpq does:
+//! What each mode checks, as libpq does (the rules of the check: [`super::verify`]):
 //! - verify-full: the chain up to a root of `sslrootcert`, and the host name.
 //! - verify-ca: the chain only.
 //! - require, prefer, allow: the chain only when the root certificate file exists (libpq's
@@ -30,6 +30,7 @@ use x509_cert::der::oid::ObjectIdentifier;
 use x509_cert::der::Decode;
 
 use super::config::{RootCert, SslMode, TlsConfig};
+use super::verify::LibpqVerifier;
 use super::ConnError;
 
 /// The request code of SSLRequest (`pqcomm.h` `NEGOTIATE_SSL_CODE`: 1234 << 16 | 5679).
@@ -75,14 +76,18 @@ impl fmt::Display for RootsFrom {
     }
 }
 
-/// The roots to check the chain against: `None` when the chain is not checked.
-fn roots(tls: &TlsConfig) -> Result<Option<(RootCertStore, RootsFrom)>, ConnError> {
+/// The trusted roots: as a store for webpki, as certificates, and where they came from.
+type Roots = (RootCertStore, Vec<CertificateDer<'static>>, RootsFrom);
+
+/// The roots to check the chain against, as a store and as the certificates themselves (a
+/// self-signed one may be the server's own): `None` when the chain is not checked.
+fn roots(tls: &TlsConfig) -> Result<Option<Roots>, ConnError> {
     let verify = matches!(tls.mode, SslMode::VerifyCa | SslMode::VerifyFull);
     let path = match &tls.root_cert {
         Some(RootCert::System) => {
             let found = rustls_native_certs::load_native_certs();
             let mut store = RootCertStore::empty();
-            let (added, _) = store.add_parsable_certificates(found.certs);
+            let (added, _) = store.add_parsable_certificates(found.certs.iter().cloned());
             if added == 0 {
                 return Err(ConnError::Tls(
                     "sslrootcert=system: no trusted root certificate found on this system \
@@ -92,6 +97,7 @@ fn roots(tls: &TlsConfig) -> Result<Option<(RootCertStore, RootsFrom)>, ConnErro
             }
             return Ok(Some((
                 store,
+                found.certs,
                 RootsFrom("the system's trusted roots".into()),
             )));
         }
@@ -118,7 +124,7 @@ fn roots(tls: &TlsConfig) -> Result<Option<(RootCertStore, RootsFrom)>, ConnErro
     }
     let certs = load_certs(path, "root certificate")?;
     let mut store = RootCertStore::empty();
-    for c in certs {
+    for c in certs.iter().cloned() {
         store.add(c).map_err(|e| {
             ConnError::Tls(format!(
                 "root certificate file {}: {e}: give a PEM file of CA certificates",
@@ -126,7 +132,7 @@ fn roots(tls: &TlsConfig) -> Result<Option<(RootCertStore, RootsFrom)>, ConnErro
             ))
         })?;
     }
-    Ok(Some((store, RootsFrom(path.display().to_string()))))
+    Ok(Some((store, certs, RootsFrom(path.display().to_string()))))
 }
 
 fn load_certs(path: &Path, what: &str) -> Result<Vec<CertificateDer<'static>>, ConnError> {
@@ -208,20 +214,20 @@ pub(crate) fn client_config(
 ) -> Result<(Arc<ClientConfig>, Option<RootsFrom>), ConnError> {
     let provider = provider();
     let roots = roots(tls)?;
-    let from = roots.as_ref().map(|(_, f)| f.clone());
+    let from = roots.as_ref().map(|(_, _, f)| f.clone());
     let verifier: Arc<dyn ServerCertVerifier> = match roots {
-        Some((store, _)) => {
+        Some((store, certs, _)) => {
             let webpki =
                 WebPkiServerVerifier::builder_with_provider(Arc::new(store), provider.clone())
                     .build()
                     .map_err(|e| {
                         ConnError::Tls(format!("building the certificate verifier: {e}"))
                     })?;
-            if tls.mode == SslMode::VerifyFull {
-                webpki
-            } else {
-                Arc::new(ChainOnly(webpki))
-            }
+            Arc::new(LibpqVerifier::new(
+                webpki,
+                certs,
+                tls.mode == SslMode::VerifyFull,
+            ))
         }
         None => Arc::new(SignaturesOnly(provider.clone())),
     };
@@ -266,6 +272,25 @@ pub(crate) fn handshake_error(
             "server certificate is not valid for host name {host} ({c}): connect by a name \
              the certificate lists, or use sslmode=verify-ca to check the chain only"
         ),
+        (
+            Some(rustls::Error::InvalidCertificate(
+                c @ (CertificateError::Expired
+                | CertificateError::ExpiredContext { .. }
+                | CertificateError::NotValidYet
+                | CertificateError::NotValidYetContext { .. }),
+            )),
+            _,
+        ) => format!(
+            "server certificate for {host} is outside its validity dates ({c}): renew the \
+             server's certificate (or check this machine's clock)"
+        ),
+        (Some(rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer)), Some(from)) => {
+            format!(
+                "server certificate for {host} does not verify against {from}: neither signed \
+                 by a certificate there nor, self-signed, one of them: give sslrootcert the CA \
+                 that signed the server's certificate (or a self-signed one itself)"
+            )
+        }
         (Some(rustls::Error::InvalidCertificate(c)), Some(from)) => format!(
             "server certificate for {host} does not verify against {from} ({c}): give \
              sslrootcert the CA that signed the server's certificate"
@@ -280,54 +305,6 @@ pub(crate) fn handshake_error(
         ),
     };
     ConnError::Tls(msg)
-}
-
-/// verify-ca: the whole webpki check but the host name.
-#[derive(Debug)]
-struct ChainOnly(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for ChainOnly {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        // webpki checks the chain before the name, so a name error means the chain passed.
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
-        {
-            Err(rustls::Error::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
-            other => other,
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
-    }
 }
 
 /// require (and prefer, allow) without a root certificate: any certificate, but the

@@ -139,6 +139,31 @@ pub enum RecvError {
         /// The output file.
         path: PathBuf,
     },
+    /// Publications asked for do not exist in the database (START_REPLICATION would take
+    /// them and fail at the first change).
+    #[error("{}", missing_publications(names, database))]
+    MissingPublications {
+        /// The names that are not publications there, as given.
+        names: Vec<String>,
+        /// The database connected to.
+        database: String,
+    },
+    /// The slot is not a pgoutput slot: another output plugin, or a physical slot.
+    #[error(
+        "slot \"{slot}\" {}, and logical recv reads pgoutput: give --slot a pgoutput slot, or \
+         make one (--create-slot with a new --slot name, or SELECT \
+         pg_create_logical_replication_slot('NAME', 'pgoutput'))",
+        plugin.as_deref().map_or_else(
+            || "is a physical slot".to_owned(),
+            |p| format!("decodes with {p}")
+        )
+    )]
+    SlotPlugin {
+        /// The slot.
+        slot: String,
+        /// Its output plugin (`None` for a physical slot).
+        plugin: Option<String>,
+    },
     /// With standard output and no spill directory given, there is no home directory for the
     /// default one.
     #[error(
@@ -147,6 +172,23 @@ pub enum RecvError {
          directory (--spill-dir)"
     )]
     NoSpillDir,
+}
+
+fn missing_publications(names: &[String], database: &str) -> String {
+    let list = names
+        .iter()
+        .map(|n| format!("\"{n}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let (what, them) = if names.len() == 1 {
+        ("publication", "it")
+    } else {
+        ("publications", "them")
+    };
+    format!(
+        "no {what} {list} in database \"{database}\": check --publication, or create {them} \
+         there (CREATE PUBLICATION name FOR TABLE ...)"
+    )
 }
 
 impl RecvError {

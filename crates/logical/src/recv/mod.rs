@@ -44,6 +44,9 @@ use crate::output::{read_state, JsonLines, Sink, StreamId};
 use crate::{Assembler, AssemblerConfig, Decoder, Lsn, Options, Streaming};
 use open::OpenTxns;
 
+/// The output plugin this consumer reads.
+const PGOUTPUT: &str = "pgoutput";
+
 /// SQLSTATE duplicate_object: the slot exists.
 const DUPLICATE_OBJECT: &str = "42710";
 
@@ -68,6 +71,8 @@ pub struct Recv {
     skipped: u64,
     changes: u64,
     spill_dir: PathBuf,
+    /// Where the server streams from: the slot's confirmed position, or --start past it.
+    start_lsn: Lsn,
     last_data: Instant,
     last_status: Instant,
     last_sync: Instant,
@@ -110,6 +115,9 @@ impl Recv {
         opts: RecvOptions,
         stop: Option<Arc<AtomicBool>>,
     ) -> Result<Recv, RecvError> {
+        // What can be checked without the server, before connecting.
+        crate::assemble::check_spill_spec(&opts.spill_compression)
+            .map_err(RecvError::assemble("--spill-compression"))?;
         let mut conn = Connection::connect_until(config, stop)
             .map_err(RecvError::conn("connecting for replication"))?;
         let server_major = conn
@@ -132,10 +140,22 @@ impl Recv {
             .identify_system()
             .map_err(RecvError::conn("IDENTIFY_SYSTEM"))?;
         let system_id = ident.system_id.clone();
+        let database = ident.dbname.unwrap_or_default();
+        // Before anything is created or started: the publications exist, the slot (if it
+        // does) is pgoutput's.
+        let missing = conn
+            .missing_publications(&opts.publications)
+            .map_err(RecvError::conn("looking up the publications"))?;
+        if !missing.is_empty() {
+            return Err(RecvError::MissingPublications {
+                names: missing,
+                database,
+            });
+        }
         let stream = StreamId::new(
             ident.system_id,
             ident.timeline,
-            ident.dbname.unwrap_or_default(),
+            database,
             opts.slot.clone(),
             opts.publications.clone(),
             opts.begin_commit,
@@ -147,6 +167,14 @@ impl Recv {
                 .map_err(RecvError::conn(format!("looking up slot {}", opts.slot)))
         };
         let slot = slot_query(&mut conn)?;
+        if let Some(info) = &slot {
+            if info.plugin.as_deref() != Some(PGOUTPUT) {
+                return Err(RecvError::SlotPlugin {
+                    slot: opts.slot.clone(),
+                    plugin: info.plugin.clone(),
+                });
+            }
+        }
         let held = match &opts.output {
             Output::File(p) if !opts.start_over => {
                 read_state(p).map_err(RecvError::output("reading the output's state"))?
@@ -203,7 +231,7 @@ impl Recv {
                 .default_spill_dir(&system_id)
                 .ok_or(RecvError::NoSpillDir)?,
         };
-        let asm = Assembler::new(
+        let asm = Assembler::open(
             AssemblerConfig {
                 work_mem: opts.work_mem,
                 spill_dir: spill_dir.clone(),
@@ -236,6 +264,7 @@ impl Recv {
             skipped: 0,
             changes: 0,
             spill_dir,
+            start_lsn: begin_at,
             last_data: now,
             last_status: now,
             last_sync: now,
@@ -252,6 +281,12 @@ impl Recv {
     /// The spill directory in use.
     pub fn spill_dir(&self) -> &std::path::Path {
         &self.spill_dir
+    }
+
+    /// Where the server streams from: the slot's confirmed position, or `start` when that is
+    /// past it.
+    pub fn start_lsn(&self) -> Lsn {
+        self.start_lsn
     }
 
     /// Where the consumer stands now.

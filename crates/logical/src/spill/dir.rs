@@ -48,6 +48,22 @@ fn unsafe_dir(path: &Path, problem: String) -> AssembleError {
     }
 }
 
+/// [`open_private`], then removes the spill files a store left there (its own file names
+/// only): what [`crate::Assembler::open`] does to the file system.
+pub(crate) fn open_store(dir: &Path) -> Result<(PathBuf, DirLock), AssembleError> {
+    let (dir, lock) = open_private(dir)?;
+    for entry in std::fs::read_dir(&dir).map_err(AssembleError::io(&dir))? {
+        let entry = entry.map_err(AssembleError::io(&dir))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(super::FILE_PREFIX) && name.ends_with(super::FILE_SUFFIX) {
+            let p = entry.path();
+            std::fs::remove_file(&p).map_err(AssembleError::io(&p))?;
+        }
+    }
+    Ok((dir, lock))
+}
+
 /// Creates `dir` (mode 0700, missing parents too) or checks the one that exists, checks the
 /// directories above it, and takes its lock. Returns the directory with the links above it
 /// resolved: the path checked, and the one every spill file is then created under.

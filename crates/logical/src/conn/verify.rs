@@ -1,0 +1,310 @@
+//! The server certificate check of the modes that verify (verify-ca, verify-full, and
+//! require/prefer/allow with a root certificate file), with the trust rules of libpq, which
+//! leaves them to OpenSSL (`fe-secure-openssl.c`, `fe-secure-common.c`):
+//!
+//! - The chain must lead to a certificate of `sslrootcert`, within its validity dates. A
+//!   self-signed certificate that is itself in `sslrootcert` is trusted as it stands, CA or
+//!   not, within its dates and if its extended key usage (when it has one) allows a server: that is how PostgreSQL's documentation sets up a server ("Creating Certificates":
+//!   `openssl req -new -x509 ...`, the same `server.crt` given to the client as root). webpki
+//!   refuses such a certificate as a CA used as an end entity, so it is recognised here first.
+//! - verify-full: the host name against the subjectAltName entries of the host's type (DNS
+//!   name or IP address); only when there is none of that type, against the Common Name. A
+//!   name `*.example.com` stands for exactly one leftmost label. Letter case does not matter.
+//!
+//! The handshake signatures are verified in every mode, so the peer holds the key of the
+//! certificate it shows.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
+use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
+use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
+use x509_cert::der::oid::db::rfc5912;
+use x509_cert::der::Decode;
+use x509_cert::ext::pkix::name::GeneralName;
+use x509_cert::ext::pkix::{ExtendedKeyUsage, SubjectAltName};
+use x509_cert::Certificate;
+
+/// The certificate check of a mode that verifies the chain; `full` adds the host name.
+#[derive(Debug)]
+pub(crate) struct LibpqVerifier {
+    chain: Arc<WebPkiServerVerifier>,
+    /// The certificates of `sslrootcert`, to recognise a self-signed one the server shows.
+    roots: Vec<CertificateDer<'static>>,
+    full: bool,
+}
+
+impl LibpqVerifier {
+    pub(crate) fn new(
+        chain: Arc<WebPkiServerVerifier>,
+        roots: Vec<CertificateDer<'static>>,
+        full: bool,
+    ) -> LibpqVerifier {
+        LibpqVerifier { chain, roots, full }
+    }
+}
+
+fn bad_encoding() -> rustls::Error {
+    rustls::Error::InvalidCertificate(CertificateError::BadEncoding)
+}
+
+/// The dates of a certificate trusted as it stands (OpenSSL checks them on every certificate
+/// of the chain, the trusted one included).
+fn check_dates(cert: &Certificate, now: UnixTime) -> Result<(), rustls::Error> {
+    let validity = cert.tbs_certificate().validity();
+    let not_before = UnixTime::since_unix_epoch(validity.not_before.to_unix_duration());
+    let not_after = UnixTime::since_unix_epoch(validity.not_after.to_unix_duration());
+    if now < not_before {
+        return Err(CertificateError::NotValidYetContext {
+            time: now,
+            not_before,
+        }
+        .into());
+    }
+    if now > not_after {
+        return Err(CertificateError::ExpiredContext {
+            time: now,
+            not_after,
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// The purpose of a certificate trusted as it stands: an extended key usage, when there is
+/// one, must allow a TLS server (OpenSSL checks the purpose of the certificate at depth 0).
+fn check_purpose(cert: &Certificate) -> Result<(), rustls::Error> {
+    match cert.tbs_certificate().get_extension::<ExtendedKeyUsage>() {
+        Ok(None) => Ok(()),
+        Ok(Some((_, eku)))
+            if eku.0.iter().any(|o| {
+                *o == rfc5912::ID_KP_SERVER_AUTH || *o == rfc5912::ANY_EXTENDED_KEY_USAGE
+            }) =>
+        {
+            Ok(())
+        }
+        Ok(Some(_)) => Err(CertificateError::InvalidPurpose.into()),
+        Err(_) => Err(bad_encoding()),
+    }
+}
+
+/// Whether `pattern` (a name in the certificate) names `host`: equal but for letter case, or
+/// `*.rest` where `host` is one label followed by `.rest`.
+fn name_matches(pattern: &str, host: &str) -> bool {
+    if pattern.eq_ignore_ascii_case(host) {
+        return true;
+    }
+    let Some(rest) = pattern.strip_prefix('*') else {
+        return false;
+    };
+    if !rest.starts_with('.') || rest.len() < 2 {
+        return false;
+    }
+    match host.find('.') {
+        Some(dot) => host[dot..].eq_ignore_ascii_case(rest),
+        None => false,
+    }
+}
+
+/// libpq's host name check: the subjectAltName entries of the host's type, else the CN.
+fn check_name(cert: &Certificate, name: &ServerName<'_>) -> Result<(), rustls::Error> {
+    let tbs = cert.tbs_certificate();
+    let sans = match tbs.get_extension::<SubjectAltName>() {
+        Ok(Some((_, san))) => san.0,
+        Ok(None) => Vec::new(),
+        Err(_) => return Err(bad_encoding()),
+    };
+    let mut presented = Vec::new();
+    let mut of_host_type = false;
+    let matched = match name {
+        ServerName::DnsName(host) => sans.iter().any(|g| match g {
+            GeneralName::DnsName(d) => {
+                of_host_type = true;
+                presented.push(d.to_string());
+                name_matches(d.as_str(), host.as_ref())
+            }
+            _ => false,
+        }),
+        ServerName::IpAddress(ip) => {
+            let want = IpAddr::from(*ip);
+            sans.iter().any(|g| match g {
+                GeneralName::IpAddress(o) => {
+                    of_host_type = true;
+                    let got = match o.as_bytes().len() {
+                        4 => <[u8; 4]>::try_from(o.as_bytes()).ok().map(IpAddr::from),
+                        16 => <[u8; 16]>::try_from(o.as_bytes()).ok().map(IpAddr::from),
+                        _ => None,
+                    };
+                    presented.push(got.map_or_else(|| "?".to_owned(), |a| a.to_string()));
+                    got == Some(want)
+                }
+                _ => false,
+            })
+        }
+        _ => false,
+    };
+    if matched {
+        return Ok(());
+    }
+    if !of_host_type {
+        let host = match name {
+            ServerName::DnsName(d) => d.as_ref().to_owned(),
+            ServerName::IpAddress(ip) => IpAddr::from(*ip).to_string(),
+            _ => String::new(),
+        };
+        if let Ok(Some(cn)) = tbs.subject().common_name() {
+            let cn = cn.value();
+            if name_matches(&cn, &host) {
+                return Ok(());
+            }
+            presented.push(cn.into_owned());
+        }
+    }
+    Err(CertificateError::NotValidForNameContext {
+        expected: name.to_owned(),
+        presented,
+    }
+    .into())
+}
+
+impl ServerCertVerifier for LibpqVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let cert = Certificate::from_der(end_entity.as_ref()).map_err(|_| bad_encoding())?;
+        let tbs = cert.tbs_certificate();
+        let self_signed = tbs.subject() == tbs.issuer();
+        if self_signed && self.roots.iter().any(|r| r.as_ref() == end_entity.as_ref()) {
+            check_dates(&cert, now)?;
+            check_purpose(&cert)?;
+        } else {
+            // webpki checks the chain before the name, so a name error means the chain
+            // passed; the name is checked below, by libpq's rules.
+            match self.chain.verify_server_cert(
+                end_entity,
+                intermediates,
+                server_name,
+                ocsp_response,
+                now,
+            ) {
+                Ok(_)
+                | Err(rustls::Error::InvalidCertificate(
+                    CertificateError::NotValidForName
+                    | CertificateError::NotValidForNameContext { .. },
+                )) => {}
+                // Self-signed and not in sslrootcert: no root of it vouches for this one
+                // (webpki's own complaint, a CA used as an end entity, would mislead).
+                Err(_) if self_signed => return Err(CertificateError::UnknownIssuer.into()),
+                Err(e) => return Err(e),
+            }
+        }
+        if self.full {
+            check_name(&cert, server_name)?;
+        }
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.chain.supported_verify_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_match_as_libpq_matches_them() {
+        assert!(name_matches("db.example.com", "DB.Example.com"));
+        assert!(name_matches("*.example.com", "db.example.com"));
+        assert!(name_matches("*.Example.com", "db.example.COM"));
+        // One label only, and not the bare domain.
+        assert!(!name_matches("*.example.com", "a.db.example.com"));
+        assert!(!name_matches("*.example.com", "example.com"));
+        assert!(!name_matches("*.", "a."));
+        assert!(!name_matches("*example.com", "db.example.com"));
+        assert!(!name_matches("db.example.com", "db.example.co"));
+    }
+
+    fn cert(sans: Vec<rcgen::SanType>, cn: &str) -> Certificate {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut p = rcgen::CertificateParams::new(Vec::new()).unwrap();
+        p.subject_alt_names = sans;
+        p.distinguished_name.push(rcgen::DnType::CommonName, cn);
+        let der = p.self_signed(&key).unwrap().der().to_vec();
+        Certificate::from_der(&der).unwrap()
+    }
+
+    #[test]
+    fn a_certificate_trusted_as_it_stands_must_allow_a_server() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let with = |usages: Vec<rcgen::ExtendedKeyUsagePurpose>| {
+            let mut p = rcgen::CertificateParams::new(vec!["db".into()]).unwrap();
+            p.extended_key_usages = usages;
+            let der = p.self_signed(&key).unwrap().der().to_vec();
+            check_purpose(&Certificate::from_der(&der).unwrap())
+        };
+        use rcgen::ExtendedKeyUsagePurpose::{Any, ClientAuth, ServerAuth};
+        assert!(with(Vec::new()).is_ok());
+        assert!(with(vec![ClientAuth, ServerAuth]).is_ok());
+        assert!(with(vec![Any]).is_ok());
+        assert_eq!(
+            with(vec![ClientAuth]),
+            Err(CertificateError::InvalidPurpose.into())
+        );
+    }
+
+    fn dns(s: &str) -> ServerName<'static> {
+        ServerName::try_from(s.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn the_common_name_counts_only_without_a_san_of_the_host_type() {
+        let ip = |s: &str| rcgen::SanType::IpAddress(s.parse().unwrap());
+        let san_dns = |s: &str| rcgen::SanType::DnsName(s.try_into().unwrap());
+        // No SAN at all: the CN, for a name and for an address.
+        let c = cert(Vec::new(), "dbhost.yourdomain.com");
+        assert!(check_name(&c, &dns("dbhost.yourdomain.com")).is_ok());
+        assert!(check_name(&c, &dns("other.yourdomain.com")).is_err());
+        let c = cert(Vec::new(), "127.0.0.1");
+        assert!(check_name(&c, &dns("127.0.0.1")).is_ok());
+        // A DNS SAN hides the CN from a name, not from an address.
+        let c = cert(vec![san_dns("a.example.com")], "127.0.0.1");
+        assert!(check_name(&c, &dns("a.example.com")).is_ok());
+        assert!(check_name(&c, &dns("127.0.0.1")).is_ok());
+        let c = cert(vec![san_dns("a.example.com")], "b.example.com");
+        let e = check_name(&c, &dns("b.example.com")).unwrap_err();
+        assert!(format!("{e}").contains("a.example.com"), "{e}");
+        // An IP SAN hides the CN from an address.
+        let c = cert(vec![ip("127.0.0.2")], "127.0.0.1");
+        assert!(check_name(&c, &dns("127.0.0.2")).is_ok());
+        assert!(check_name(&c, &dns("127.0.0.1")).is_err());
+        let c = cert(vec![ip("::1")], "x");
+        assert!(check_name(&c, &dns("::1")).is_ok());
+    }
+}
