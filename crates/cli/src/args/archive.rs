@@ -286,7 +286,7 @@ pub struct ExpireArgs {
     #[command(flatten)]
     pub repo: RepoArgs,
     /// Keep the N newest base backups and what they need.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_keep)]
     pub keep: Option<std::num::NonZeroUsize>,
     /// Remove what precedes this WAL segment (000000010000000A000000FF) or LSN (A/FF000028)
     /// on every timeline; backups that start before it are expired. Refused if no backup
@@ -363,6 +363,15 @@ fn parse_point(s: &str) -> Result<Point, String> {
     Err(format!(
         "{s:?} is neither a WAL segment name (24 upper-case hex digits) nor an LSN (like 0/3000028)"
     ))
+}
+
+/// `--keep N`: at least one backup; keeping none would expire the whole archive.
+fn parse_keep(s: &str) -> Result<std::num::NonZeroUsize, String> {
+    let n: usize = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of backups; give 1 or more"))?;
+    std::num::NonZeroUsize::new(n)
+        .ok_or_else(|| "0 would keep no backup; give 1 or more".to_owned())
 }
 
 /// Parses a compression method in PostgreSQL's syntax.

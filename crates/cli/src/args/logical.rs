@@ -4,7 +4,10 @@ use clap::{Args, Subcommand};
 use codec::Spec;
 use std::path::PathBuf;
 
-use super::archive::parse_spec;
+/// A spill method: one of those spill files take, listed when another is given.
+fn parse_spill_spec(s: &str) -> Result<Spec, String> {
+    Spec::parse_among(s, &logical::spill::methods()).map_err(|e| e.to_string())
+}
 
 /// `pgcompress logical recv --help` examples and the exactly-once contract.
 pub const RECV_HELP: &str = "Examples:\n  \
@@ -104,7 +107,7 @@ pub struct RecvArgs {
     #[arg(long, value_name = "DIR")]
     pub spill_dir: Option<PathBuf>,
     /// Compression of spill files: lz4, zstd[:N], pglz or none.
-    #[arg(long, value_name = "SPEC", default_value = "lz4", value_parser = parse_spec)]
+    #[arg(long, value_name = "SPEC", default_value = "lz4", value_parser = parse_spill_spec)]
     pub spill_compression: Spec,
     /// Memory for in-progress transactions before they spill (kB, MB, GB).
     #[arg(long, value_name = "SIZE", default_value = "64MB", value_parser = parse_size)]
