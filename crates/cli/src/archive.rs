@@ -2,16 +2,17 @@
 
 mod config;
 mod expire;
+mod report;
 mod spool;
 
 use std::process::ExitCode;
 
 use ::archive::repo::Initialized;
-use ::archive::{ArchiveError, Header, PushOutcome, Repository, Role};
+use ::archive::{ArchiveError, Header, PushOutcome, Repository};
 use codec::Spec;
 use serde_json::json;
 
-use crate::args::archive::{ArchiveCommand, GetArgs, InitArgs, ListArgs, PushArgs, RepoArgs};
+use crate::args::archive::{ArchiveCommand, GetArgs, InitArgs, PushArgs, RepoArgs};
 use crate::output::bytes;
 use config::{Flags, Settings};
 
@@ -20,8 +21,8 @@ pub fn run(cmd: ArchiveCommand) -> anyhow::Result<ExitCode> {
         ArchiveCommand::Init(a) => init(a),
         ArchiveCommand::Push(a) => push(a),
         ArchiveCommand::Get(a) => get(a),
-        ArchiveCommand::List(a) => list(a, false),
-        ArchiveCommand::Info(a) => list(a, true),
+        ArchiveCommand::List(a) => report::list(a),
+        ArchiveCommand::Info(a) => report::info(a),
         ArchiveCommand::Verify(a) => verify(a),
         ArchiveCommand::Expire(a) => expire::run(a),
         ArchiveCommand::Serve(a) => spool::serve(a),
@@ -211,7 +212,7 @@ fn get(a: GetArgs) -> anyhow::Result<ExitCode> {
 /// recovery instead, which is what a damaged archive calls for.
 pub(crate) const GET_FAILED: u8 = 200;
 
-fn ratio(original: u64, stored: u64) -> f64 {
+pub(crate) fn ratio(original: u64, stored: u64) -> f64 {
     if stored == 0 {
         0.0
     } else {
@@ -243,109 +244,6 @@ fn describe(h: &Header, stored: u64) -> String {
         h.spec,
         transform_name(h)
     )
-}
-
-fn list(a: ListArgs, info: bool) -> anyhow::Result<ExitCode> {
-    let repo = repo(&a.repo)?;
-    let entries = match repo.list() {
-        Ok(e) => e,
-        Err(e) => return Ok(failure(&e)),
-    };
-    let (mut original, mut stored, mut bad) = (0u64, 0u64, 0usize);
-    let mut wal_tail = 0u64;
-    let mut rows = Vec::new();
-    for e in &entries {
-        match &e.header {
-            Ok(h) => {
-                original += h.original_size;
-                stored += e.stored_size;
-                wal_tail += h
-                    .parts
-                    .iter()
-                    .filter(|p| p.role == Role::ZeroTail)
-                    .map(|p| p.raw_len)
-                    .sum::<u64>();
-                rows.push(json!({
-                    "name": e.name,
-                    "size": h.original_size,
-                    "stored": e.stored_size,
-                    "ratio": ratio(h.original_size, e.stored_size),
-                    "method": h.spec.to_string(),
-                    "transform": h.transform.name(),
-                    "valid_wal_bytes": h.transform.wal_info().map(|w| w.valid_len),
-                    "parts": h.parts.iter().map(|p| json!({
-                        "role": p.role.name(), "raw": p.raw_len, "stored": p.stored_len,
-                        "word_coded": p.words,
-                    })).collect::<Vec<_>>(),
-                    "sha256": h.sha256_hex(),
-                    "xxh3_128": ::archive::container::hex(&h.xxh3),
-                }));
-            }
-            Err(err) => {
-                bad += 1;
-                rows.push(
-                    json!({ "name": e.name, "stored": e.stored_size, "error": err.to_string() }),
-                );
-            }
-        }
-    }
-    if a.json {
-        let mut obj = json!({ "repository": repo.location(), "files": rows });
-        if info {
-            obj["total"] = json!({
-                "files": entries.len(),
-                "unreadable": bad,
-                "original_bytes": original,
-                "stored_bytes": stored,
-                "ratio": ratio(original, stored),
-                "zero_tail_bytes": wal_tail,
-            });
-        }
-        outln!("{obj}");
-        return Ok(ExitCode::SUCCESS);
-    }
-    if !info || !entries.is_empty() {
-        outln!(
-            "{:<28} {:>12} {:>10} {:>8}  {:<16} layout",
-            "name",
-            "size",
-            "stored",
-            "ratio",
-            "method"
-        );
-    }
-    for e in &entries {
-        match &e.header {
-            Ok(h) => outln!(
-                "{:<28} {:>12} {:>10} {:>7.2}x  {:<16} {}",
-                e.name,
-                h.original_size,
-                e.stored_size,
-                ratio(h.original_size, e.stored_size),
-                h.spec.to_string(),
-                transform_name(h)
-            ),
-            Err(err) => outln!(
-                "{:<28} {:>12} {:>10}  unreadable: {err}",
-                e.name,
-                "?",
-                e.stored_size
-            ),
-        }
-    }
-    if info {
-        outln!(
-            "total: {} files ({} unreadable), {} -> {} ({:.2}x); zero tails not stored: {}; repository {}",
-            entries.len(),
-            bad,
-            bytes(original),
-            bytes(stored),
-            ratio(original, stored),
-            bytes(wal_tail),
-            repo.location()
-        );
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 fn verify(a: RepoArgs) -> anyhow::Result<ExitCode> {

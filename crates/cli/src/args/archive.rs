@@ -86,10 +86,20 @@ damaged or unreadable (one line on stderr; above 125, so PostgreSQL stops recove
 instead of taking a mistake for the end of the archive and promoting)."
     )]
     Get(GetArgs),
-    /// List the archived files with their sizes and ratios.
+    /// One line per archived file: size, stored size, ratio, method.
+    #[command(
+        after_help = "Examples:\n  pgcompress archive list --repo /backup/wal\n  \
+pgcompress archive list --repo /backup/wal --json   # every field of every container\n\n\
+Exit status: 0 listed; 1 the repository cannot be read; 2 bad usage."
+    )]
     List(ListArgs),
-    /// Totals and per-file ratios of a repository.
-    Info(ListArgs),
+    /// The repository summed up (files by kind, sizes, ratio, methods), or one file in detail.
+    #[command(
+        after_help = "Examples:\n  pgcompress archive info --repo /backup/wal\n  \
+pgcompress archive info --repo /backup/wal 000000010000000000000003\n\n\
+Exit status: 0 shown; 1 the repository cannot be read, or NAME is not in it; 2 bad usage."
+    )]
+    Info(InfoArgs),
     /// Decode every archived file and check every checksum and hash.
     #[command(
         after_help = "Exit status: 0 every file decodes to its recorded SHA-256 and XXH3-128; 1 a file is \
@@ -278,6 +288,18 @@ pub struct ListArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct InfoArgs {
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// An archived file to show in detail (its container's parts and hashes).
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
 }
 
 #[derive(Args, Debug)]
