@@ -33,7 +33,7 @@ fn file_json(e: &Entry) -> serde_json::Value {
                 "word_coded": p.words,
             })).collect::<Vec<_>>(),
             "sha256": h.sha256_hex(),
-            "xxh3_128": ::archive::container::hex(&h.xxh3),
+            "xxh3_128": h.xxh3_hex(),
         }),
         Err(err) => json!({ "name": e.name, "stored": e.stored_size, "error": err.to_string() }),
     }
@@ -255,7 +255,7 @@ fn one_file(e: &Entry) {
         line("valid WAL", &format!("{} bytes", w.valid_len));
     }
     line("sha256", &h.sha256_hex());
-    line("xxh3-128", &::archive::container::hex(&h.xxh3));
+    line("xxh3-128", &h.xxh3_hex());
     if h.parts.is_empty() {
         return;
     }
