@@ -51,7 +51,7 @@ pub(crate) fn repo(args: &RepoArgs) -> anyhow::Result<Repository> {
 }
 
 pub(crate) fn failure(e: &ArchiveError) -> ExitCode {
-    eprintln!("pgcompress: error: {e}");
+    crate::errors::print(e);
     ExitCode::from(1)
 }
 
@@ -77,7 +77,7 @@ fn init(a: InitArgs) -> anyhow::Result<ExitCode> {
     let done = match repo.init(&identity) {
         Ok(done) => done,
         Err(e) if is_setup_error(&e) || matches!(e, ArchiveError::OtherCluster { .. }) => {
-            eprintln!("pgcompress: error: {e}");
+            crate::errors::print(&e);
             return Ok(ExitCode::from(2));
         }
         Err(e) => return Ok(failure(&e)),
@@ -138,7 +138,7 @@ fn push(a: PushArgs) -> anyhow::Result<ExitCode> {
     // to answer is the push's to meet (and the serving process's to report as a backlog).
     match repo.identity() {
         Err(e) if is_setup_error(&e) => {
-            eprintln!("pgcompress: error: {e}");
+            crate::errors::print(&e);
             return Ok(ExitCode::from(2));
         }
         _ => {}
@@ -163,7 +163,7 @@ nothing written",
         }
         Ok(_) => Ok(ExitCode::SUCCESS),
         Err(e) if is_setup_error(&e) => {
-            eprintln!("pgcompress: error: {e}");
+            crate::errors::print(&e);
             Ok(ExitCode::from(2))
         }
         Err(e) => Ok(failure(&e)),
@@ -176,13 +176,13 @@ fn get(a: GetArgs) -> anyhow::Result<ExitCode> {
     let repo = match repo(&a.repo) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("pgcompress: error: {e:#}");
+            crate::errors::print(crate::errors::chain(&e));
             return Ok(ExitCode::from(GET_FAILED));
         }
     };
     // restore_command runs in the data directory: one of another cluster is refused.
     if let Err(e) = repo.admit_data_directory(std::path::Path::new(".")) {
-        eprintln!("pgcompress: error: {e}");
+        crate::errors::print(&e);
         return Ok(ExitCode::from(GET_FAILED));
     }
     if let (Some(depth), Some(spool)) = (a.prefetch, &a.spool) {
@@ -190,7 +190,7 @@ fn get(a: GetArgs) -> anyhow::Result<ExitCode> {
             Ok(true) => return Ok(ExitCode::SUCCESS),
             Ok(false) => {}
             Err(e) => {
-                eprintln!("pgcompress: error: {e:#}");
+                crate::errors::print(crate::errors::chain(&e));
                 return Ok(ExitCode::from(GET_FAILED));
             }
         }
@@ -200,7 +200,7 @@ fn get(a: GetArgs) -> anyhow::Result<ExitCode> {
         // restore_command is asked for files that do not exist; that is not an error to log.
         Err(ArchiveError::NotFound { .. }) => Ok(ExitCode::from(1)),
         Err(e) => {
-            eprintln!("pgcompress: error: {e}");
+            crate::errors::print(&e);
             Ok(ExitCode::from(GET_FAILED))
         }
     }
@@ -261,7 +261,7 @@ fn verify(a: RepoArgs) -> anyhow::Result<ExitCode> {
             }
             Err(e) => {
                 bad += 1;
-                eprintln!("pgcompress: error: {e}");
+                crate::errors::print(&e);
             }
         }
     }
