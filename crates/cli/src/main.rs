@@ -61,7 +61,11 @@ fn usage_error(
     after_help: &std::collections::BTreeMap<String, String>,
 ) -> ExitCode {
     match e.kind() {
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+        ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        ErrorKind::DisplayHelp => {
             help::print(e, after_help);
             return ExitCode::SUCCESS;
         }

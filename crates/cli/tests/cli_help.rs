@@ -104,3 +104,23 @@ fn tunnel_halves_have_the_layout_of_other_commands_and_their_exit_statuses() {
         );
     }
 }
+
+#[test]
+fn version_is_one_line_and_help_subcommand_has_the_examples_too() {
+    let out = Command::new(env!("CARGO_BIN_EXE_pgcompress"))
+        .arg("--version")
+        .output()
+        .expect("run pgcompress");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(text.lines().count(), 1, "{text}");
+    let out = Command::new(env!("CARGO_BIN_EXE_pgcompress"))
+        .args(["help", "archive"])
+        .env("COLUMNS", "50")
+        .output()
+        .expect("run pgcompress");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for example in ARCHIVE_EXAMPLES {
+        assert!(text.lines().any(|l| l == example), "{example:?}:\n{text}");
+    }
+}
