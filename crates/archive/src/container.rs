@@ -267,7 +267,12 @@ impl Header {
 
     /// Hex SHA-256 of the original.
     pub fn sha256_hex(&self) -> String {
-        hex(&self.sha256)
+        hex::encode(self.sha256)
+    }
+
+    /// Hex XXH3-128 of the original, big-endian (as `xxhsum -H2` prints it).
+    pub fn xxh3_hex(&self) -> String {
+        hex::encode(self.xxh3)
     }
 
     /// Encodes the header (the caller appends the payload).
@@ -619,8 +624,8 @@ pub fn check_hashes(header: &Header, out: &[u8]) -> Result<(), ContainerError> {
     let actual: [u8; 32] = Sha256::digest(out).into();
     if actual != header.sha256 {
         return Err(ContainerError::HashMismatch {
-            expected: hex(&header.sha256),
-            actual: hex(&actual),
+            expected: hex::encode(header.sha256),
+            actual: hex::encode(actual),
         });
     }
     Ok(())
@@ -635,24 +640,19 @@ pub(crate) fn check_digest(
     if expected != actual {
         return Err(ContainerError::DigestMismatch {
             digest,
-            expected: hex(expected),
-            actual: hex(actual),
+            expected: hex::encode(expected),
+            actual: hex::encode(actual),
         });
     }
     Ok(())
 }
 
+/// Lower-case hex of `bytes` (the `hex` crate's), as digests are printed and stored.
+pub fn hex(bytes: &[u8]) -> String {
+    hex::encode(bytes)
+}
+
 /// The XXH3-128 digest of `data`, big-endian (the canonical form).
 pub fn xxh3(data: &[u8]) -> [u8; XXH3_LEN] {
     twox_hash::XxHash3_128::oneshot(data).to_be_bytes()
-}
-
-/// Lower-case hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
 }

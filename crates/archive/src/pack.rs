@@ -219,8 +219,8 @@ pub(crate) fn self_check(bytes: &[u8], hash: &Hash) -> Result<(), crate::error::
     let actual = xxh.finish_128().to_be_bytes();
     if actual != hash.xxh3 || header.xxh3 != hash.xxh3 || header.sha256 != hash.sha256 {
         return Err(crate::error::ContainerError::HashMismatch {
-            expected: container::hex(&hash.xxh3),
-            actual: container::hex(&actual),
+            expected: hex::encode(hash.xxh3),
+            actual: hex::encode(actual),
         });
     }
     Ok(())

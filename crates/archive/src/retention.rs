@@ -60,6 +60,13 @@ impl Position {
     }
 }
 
+impl Position {
+    /// The name of the segment at this position on timeline `tli`, as PostgreSQL names it.
+    pub fn segment_name(self, tli: u32) -> String {
+        format!("{tli:08X}{self}")
+    }
+}
+
 impl fmt::Display for Position {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:08X}{:08X}", self.0 >> 32, self.0 & 0xffff_ffff)

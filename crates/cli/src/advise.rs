@@ -63,7 +63,7 @@ pub fn run(a: AdviseArgs) -> anyhow::Result<ExitCode> {
     let advice = match result {
         Ok(a) => a,
         Err(e @ (AdviseError::Corrupt(_) | AdviseError::Image { .. })) => {
-            eprintln!("pgcompress: corrupt WAL: {e}");
+            crate::errors::print(format_args!("corrupt WAL: {e}"));
             return Ok(ExitCode::from(1));
         }
         Err(e) => return Err(e.into()),

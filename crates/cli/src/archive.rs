@@ -2,16 +2,17 @@
 
 mod config;
 mod expire;
+mod report;
 mod spool;
 
 use std::process::ExitCode;
 
 use ::archive::repo::Initialized;
-use ::archive::{ArchiveError, Header, PushOutcome, Repository, Role};
+use ::archive::{ArchiveError, Header, PushOutcome, Repository};
 use codec::Spec;
 use serde_json::json;
 
-use crate::args::archive::{ArchiveCommand, GetArgs, InitArgs, ListArgs, PushArgs, RepoArgs};
+use crate::args::archive::{ArchiveCommand, GetArgs, InitArgs, PushArgs, RepoArgs};
 use crate::output::bytes;
 use config::{Flags, Settings};
 
@@ -20,8 +21,8 @@ pub fn run(cmd: ArchiveCommand) -> anyhow::Result<ExitCode> {
         ArchiveCommand::Init(a) => init(a),
         ArchiveCommand::Push(a) => push(a),
         ArchiveCommand::Get(a) => get(a),
-        ArchiveCommand::List(a) => list(a, false),
-        ArchiveCommand::Info(a) => list(a, true),
+        ArchiveCommand::List(a) => report::list(a),
+        ArchiveCommand::Info(a) => report::info(a),
         ArchiveCommand::Verify(a) => verify(a),
         ArchiveCommand::Expire(a) => expire::run(a),
         ArchiveCommand::Serve(a) => spool::serve(a),
@@ -50,7 +51,7 @@ pub(crate) fn repo(args: &RepoArgs) -> anyhow::Result<Repository> {
 }
 
 pub(crate) fn failure(e: &ArchiveError) -> ExitCode {
-    eprintln!("pgcompress: error: {e}");
+    crate::errors::print(e);
     ExitCode::from(1)
 }
 
@@ -76,7 +77,7 @@ fn init(a: InitArgs) -> anyhow::Result<ExitCode> {
     let done = match repo.init(&identity) {
         Ok(done) => done,
         Err(e) if is_setup_error(&e) || matches!(e, ArchiveError::OtherCluster { .. }) => {
-            eprintln!("pgcompress: error: {e}");
+            crate::errors::print(&e);
             return Ok(ExitCode::from(2));
         }
         Err(e) => return Ok(failure(&e)),
@@ -137,7 +138,7 @@ fn push(a: PushArgs) -> anyhow::Result<ExitCode> {
     // to answer is the push's to meet (and the serving process's to report as a backlog).
     match repo.identity() {
         Err(e) if is_setup_error(&e) => {
-            eprintln!("pgcompress: error: {e}");
+            crate::errors::print(&e);
             return Ok(ExitCode::from(2));
         }
         _ => {}
@@ -162,7 +163,7 @@ nothing written",
         }
         Ok(_) => Ok(ExitCode::SUCCESS),
         Err(e) if is_setup_error(&e) => {
-            eprintln!("pgcompress: error: {e}");
+            crate::errors::print(&e);
             Ok(ExitCode::from(2))
         }
         Err(e) => Ok(failure(&e)),
@@ -175,13 +176,13 @@ fn get(a: GetArgs) -> anyhow::Result<ExitCode> {
     let repo = match repo(&a.repo) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("pgcompress: error: {e:#}");
+            crate::errors::print(crate::errors::chain(&e));
             return Ok(ExitCode::from(GET_FAILED));
         }
     };
     // restore_command runs in the data directory: one of another cluster is refused.
     if let Err(e) = repo.admit_data_directory(std::path::Path::new(".")) {
-        eprintln!("pgcompress: error: {e}");
+        crate::errors::print(&e);
         return Ok(ExitCode::from(GET_FAILED));
     }
     if let (Some(depth), Some(spool)) = (a.prefetch, &a.spool) {
@@ -189,7 +190,7 @@ fn get(a: GetArgs) -> anyhow::Result<ExitCode> {
             Ok(true) => return Ok(ExitCode::SUCCESS),
             Ok(false) => {}
             Err(e) => {
-                eprintln!("pgcompress: error: {e:#}");
+                crate::errors::print(crate::errors::chain(&e));
                 return Ok(ExitCode::from(GET_FAILED));
             }
         }
@@ -199,7 +200,7 @@ fn get(a: GetArgs) -> anyhow::Result<ExitCode> {
         // restore_command is asked for files that do not exist; that is not an error to log.
         Err(ArchiveError::NotFound { .. }) => Ok(ExitCode::from(1)),
         Err(e) => {
-            eprintln!("pgcompress: error: {e}");
+            crate::errors::print(&e);
             Ok(ExitCode::from(GET_FAILED))
         }
     }
@@ -211,7 +212,7 @@ fn get(a: GetArgs) -> anyhow::Result<ExitCode> {
 /// recovery instead, which is what a damaged archive calls for.
 pub(crate) const GET_FAILED: u8 = 200;
 
-fn ratio(original: u64, stored: u64) -> f64 {
+pub(crate) fn ratio(original: u64, stored: u64) -> f64 {
     if stored == 0 {
         0.0
     } else {
@@ -245,109 +246,6 @@ fn describe(h: &Header, stored: u64) -> String {
     )
 }
 
-fn list(a: ListArgs, info: bool) -> anyhow::Result<ExitCode> {
-    let repo = repo(&a.repo)?;
-    let entries = match repo.list() {
-        Ok(e) => e,
-        Err(e) => return Ok(failure(&e)),
-    };
-    let (mut original, mut stored, mut bad) = (0u64, 0u64, 0usize);
-    let mut wal_tail = 0u64;
-    let mut rows = Vec::new();
-    for e in &entries {
-        match &e.header {
-            Ok(h) => {
-                original += h.original_size;
-                stored += e.stored_size;
-                wal_tail += h
-                    .parts
-                    .iter()
-                    .filter(|p| p.role == Role::ZeroTail)
-                    .map(|p| p.raw_len)
-                    .sum::<u64>();
-                rows.push(json!({
-                    "name": e.name,
-                    "size": h.original_size,
-                    "stored": e.stored_size,
-                    "ratio": ratio(h.original_size, e.stored_size),
-                    "method": h.spec.to_string(),
-                    "transform": h.transform.name(),
-                    "valid_wal_bytes": h.transform.wal_info().map(|w| w.valid_len),
-                    "parts": h.parts.iter().map(|p| json!({
-                        "role": p.role.name(), "raw": p.raw_len, "stored": p.stored_len,
-                        "word_coded": p.words,
-                    })).collect::<Vec<_>>(),
-                    "sha256": h.sha256_hex(),
-                    "xxh3_128": ::archive::container::hex(&h.xxh3),
-                }));
-            }
-            Err(err) => {
-                bad += 1;
-                rows.push(
-                    json!({ "name": e.name, "stored": e.stored_size, "error": err.to_string() }),
-                );
-            }
-        }
-    }
-    if a.json {
-        let mut obj = json!({ "repository": repo.location(), "files": rows });
-        if info {
-            obj["total"] = json!({
-                "files": entries.len(),
-                "unreadable": bad,
-                "original_bytes": original,
-                "stored_bytes": stored,
-                "ratio": ratio(original, stored),
-                "zero_tail_bytes": wal_tail,
-            });
-        }
-        outln!("{obj}");
-        return Ok(ExitCode::SUCCESS);
-    }
-    if !info || !entries.is_empty() {
-        outln!(
-            "{:<28} {:>12} {:>10} {:>8}  {:<16} layout",
-            "name",
-            "size",
-            "stored",
-            "ratio",
-            "method"
-        );
-    }
-    for e in &entries {
-        match &e.header {
-            Ok(h) => outln!(
-                "{:<28} {:>12} {:>10} {:>7.2}x  {:<16} {}",
-                e.name,
-                h.original_size,
-                e.stored_size,
-                ratio(h.original_size, e.stored_size),
-                h.spec.to_string(),
-                transform_name(h)
-            ),
-            Err(err) => outln!(
-                "{:<28} {:>12} {:>10}  unreadable: {err}",
-                e.name,
-                "?",
-                e.stored_size
-            ),
-        }
-    }
-    if info {
-        outln!(
-            "total: {} files ({} unreadable), {} -> {} ({:.2}x); zero tails not stored: {}; repository {}",
-            entries.len(),
-            bad,
-            bytes(original),
-            bytes(stored),
-            ratio(original, stored),
-            bytes(wal_tail),
-            repo.location()
-        );
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
 fn verify(a: RepoArgs) -> anyhow::Result<ExitCode> {
     let repo = repo(&a)?;
     let files = match repo.files() {
@@ -363,7 +261,7 @@ fn verify(a: RepoArgs) -> anyhow::Result<ExitCode> {
             }
             Err(e) => {
                 bad += 1;
-                eprintln!("pgcompress: error: {e}");
+                crate::errors::print(&e);
             }
         }
     }

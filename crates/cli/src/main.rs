@@ -12,19 +12,25 @@ mod archive;
 mod args;
 mod bench;
 mod demo;
+mod errors;
+mod help;
 mod logical;
 mod long_run;
 mod tunnel;
 mod walcmd;
 
 use clap::error::ErrorKind;
-use clap::Parser;
+use clap::FromArgMatches;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = match args::Cli::try_parse() {
+    let (command, after_help) = help::command();
+    let parsed = command
+        .try_get_matches()
+        .and_then(|m| args::Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(cli) => cli,
-        Err(e) => return usage_error(&e),
+        Err(e) => return usage_error(&e, &after_help),
     };
     if matches!(cli.command, args::Command::Wal(_)) && stdout_is_pipe() {
         restore_sigpipe();
@@ -40,20 +46,31 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("pgcompress: error: {e:#}");
+            errors::print(errors::chain(&e));
             ExitCode::from(2)
         }
     }
 }
 
-/// Prints clap's message for a command line that does not parse (help and version are not
-/// errors) and exits with the status the caller reads right: 2, but for `archive get`, whose
-/// caller is PostgreSQL's restore_command, [`archive::GET_FAILED`]. PostgreSQL takes any
-/// status up to 125 as "not in the archive" and would end recovery early on a typo.
-fn usage_error(e: &clap::Error) -> ExitCode {
-    let _ = e.print();
-    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-        return ExitCode::SUCCESS;
+/// Prints help, or the error for a command line that does not parse in the style of every
+/// other error, and exits with the status the caller reads right: 2, but for `archive get`,
+/// whose caller is PostgreSQL's restore_command, [`archive::GET_FAILED`]. PostgreSQL takes
+/// any status up to 125 as "not in the archive" and would end recovery early on a typo.
+fn usage_error(
+    e: &clap::Error,
+    after_help: &std::collections::BTreeMap<String, String>,
+) -> ExitCode {
+    match e.kind() {
+        ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        ErrorKind::DisplayHelp => {
+            help::print(e, after_help);
+            return ExitCode::SUCCESS;
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => help::print(e, after_help),
+        _ => errors::print_usage(e, &help::command_path()),
     }
     let words: Vec<String> = std::env::args_os()
         .skip(1)

@@ -4,6 +4,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use codec::{Method, Spec, SpecError};
+use wire::link::handshake::AUTO;
 use wire::link::TagSet;
 use wire::net::{
     ClientConfig, Endpoint, Half, KeysConfig, LogFormat, LogRecord, NetError, Report, Reporter,
@@ -31,9 +33,12 @@ pub fn run(cmd: TunnelCommand) -> anyhow::Result<ExitCode> {
     Ok(match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            // The text line names no half, as it always has.
-            let half = half.filter(|_| format == LogFormat::Json);
-            eprintln!("{}", LogRecord::fatal(half, &e.to_string()).render(format));
+            // Text: the one style of every command's errors; JSON: a line like the half's others.
+            if format == LogFormat::Json {
+                eprintln!("{}", LogRecord::fatal(half, &e.to_string()).render(format));
+            } else {
+                crate::errors::print(&e);
+            }
             ExitCode::from(if e.is_config() { 2 } else { 1 })
         }
     })
@@ -153,13 +158,12 @@ fn host_of(server: &str) -> &str {
 }
 
 fn client(a: ClientArgs) -> Result<(), NetError> {
-    let auto = a.method == wire::link::handshake::AUTO;
+    let auto = a.method == AUTO;
     let method = if auto {
-        wire::link::parse_spec("none")
+        Spec::new(Method::None)
     } else {
-        wire::link::parse_spec(&a.method)
-    }
-    .map_err(|e| NetError::Config(e.to_string()))?;
+        link_method(&a.method).map_err(|e| NetError::Config(format!("--method: {e}")))?
+    };
     let compress_types = compress_types(&a.batching)?;
     let server = Endpoint::parse(&a.server, 0)?;
     if !matches!(server, Endpoint::Tcp(_)) {
@@ -190,6 +194,21 @@ fn client(a: ClientArgs) -> Result<(), NetError> {
         wire::net::run_blocking(|shutdown| wire::net::run_client(config, shutdown, report))?;
     summary(&snapshot, a.common.json);
     Ok(())
+}
+
+/// `--method`, when not `auto`: a specification the link takes; one it does not take is refused
+/// with the list of those it does. Checked here rather than by clap, so that with
+/// `--log-format json` the refusal is a JSON line like every other error of a half.
+fn link_method(text: &str) -> Result<Spec, String> {
+    match Spec::parse_among(text, &wire::link::METHODS) {
+        Ok(spec) => wire::link::check_spec(&spec)
+            .map(|()| spec)
+            .map_err(|e| e.to_string()),
+        Err(e @ (SpecError::UnknownMethod { .. } | SpecError::NotAccepted { .. })) => {
+            Err(format!("{e}, {AUTO}"))
+        }
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 fn stats(a: StatsArgs) -> Result<(), NetError> {

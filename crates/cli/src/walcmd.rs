@@ -279,7 +279,7 @@ fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
                     }))?
                 );
             }
-            eprintln!("pgcompress: corrupt WAL: {c}");
+            crate::errors::print(format_args!("corrupt WAL: {c}"));
             Ok(ExitCode::from(1))
         }
     }

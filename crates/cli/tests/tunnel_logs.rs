@@ -160,7 +160,7 @@ fn a_configuration_error_is_a_json_line_too() {
         "{stderr}"
     );
 
-    // The text format keeps its line.
+    // The text format: the one style of every command's errors.
     let out = std::process::Command::new(bin())
         .args([
             "tunnel",
@@ -183,5 +183,5 @@ fn a_configuration_error_is_a_json_line_too() {
         .expect("run the client half");
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.starts_with("pgcompress tunnel: error: "), "{stderr}");
+    assert!(stderr.starts_with("pgcompress: error: "), "{stderr}");
 }

@@ -35,6 +35,11 @@ fn assert_corrupt(label: &str, files: &[PathBuf], expect_file: &str, expect_word
     assert_eq!(code, 1, "{label}: exit code; stderr: {err}");
     let lines: Vec<&str> = err.lines().collect();
     assert_eq!(lines.len(), 1, "{label}: one line: {err}");
+    // The style of every error the command prints.
+    assert!(
+        lines[0].starts_with("pgcompress: error: corrupt WAL: "),
+        "{label}: {err}"
+    );
     assert!(
         lines[0].contains(expect_file),
         "{label}: names the file {expect_file}: {err}"

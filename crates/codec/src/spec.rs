@@ -39,8 +39,9 @@ pub struct Spec {
 pub enum SpecError {
     /// Empty specification or an empty item in a list.
     #[error(
-        "empty compression specification in \"{input}\"; valid methods: {}",
-        method_list()
+        "empty compression specification{}; valid methods: {}",
+        within("", input),
+        method_list(&Method::ALL)
     )]
     Empty {
         /// The whole input.
@@ -48,14 +49,31 @@ pub enum SpecError {
     },
     /// Unknown method name.
     #[error(
-        "invalid compression method \"{method}\" in \"{input}\"; valid methods: {}",
-        method_list()
+        "unknown compression method \"{method}\"{}; valid methods: {}",
+        within(method, input),
+        method_list(accepted)
     )]
     UnknownMethod {
         /// The name given.
         method: String,
         /// The whole specification.
         input: String,
+        /// The methods the caller accepts.
+        accepted: Vec<Method>,
+    },
+    /// A method this use of a specification does not take ([`Spec::parse_among`]).
+    #[error(
+        "compression method {method} cannot be used here{}; valid methods: {}",
+        within(method.name(), input),
+        method_list(accepted)
+    )]
+    NotAccepted {
+        /// The method given.
+        method: Method,
+        /// The whole specification.
+        input: String,
+        /// The methods the caller accepts.
+        accepted: Vec<Method>,
     },
     /// The method takes no level (pglz, snappy, none).
     #[error("compression method {method} does not accept a level in \"{input}\"")]
@@ -139,8 +157,22 @@ pub enum SpecError {
     },
 }
 
-fn method_list() -> String {
-    Method::ALL.map(|m| m.name()).join(", ")
+fn method_list(accepted: &[Method]) -> String {
+    accepted
+        .iter()
+        .map(|m| m.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// ` in "INPUT"` when the part a message names is not the whole input, so that a
+/// specification of one word is not quoted twice.
+fn within(part: &str, input: &str) -> String {
+    if part == input {
+        String::new()
+    } else {
+        format!(" in \"{input}\"")
+    }
 }
 
 impl Spec {
@@ -258,6 +290,14 @@ impl FromStr for Spec {
     type Err = SpecError;
 
     fn from_str(input: &str) -> Result<Spec, SpecError> {
+        Spec::parse_among(input, &Method::ALL)
+    }
+}
+
+impl Spec {
+    /// Parses `input` for a use that takes only the `accepted` methods (a spill file, the
+    /// tunnel's link): any other method, known or not, is refused with that list.
+    pub fn parse_among(input: &str, accepted: &[Method]) -> Result<Spec, SpecError> {
         let (name, detail) = match input.split_once(':') {
             Some((n, d)) => (n, Some(d)),
             None => (input, None),
@@ -270,7 +310,15 @@ impl FromStr for Spec {
         let method = Method::from_name(name).ok_or_else(|| SpecError::UnknownMethod {
             method: name.to_owned(),
             input: input.to_owned(),
+            accepted: accepted.to_vec(),
         })?;
+        if !accepted.contains(&method) {
+            return Err(SpecError::NotAccepted {
+                method,
+                input: input.to_owned(),
+                accepted: accepted.to_vec(),
+            });
+        }
         let mut spec = Spec::new(method);
         let Some(detail) = detail else {
             return Ok(spec);

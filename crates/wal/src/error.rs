@@ -17,9 +17,7 @@ pub enum Defect {
         expected: u16,
     },
     /// The first page carries a magic of no supported version.
-    #[error(
-        "unsupported WAL page magic {found:04X}: {what}; pgcompress reads PostgreSQL 15 to 18"
-    )]
+    #[error("WAL page magic {found:#06X} is {what}")]
     UnsupportedVersion {
         /// Magic found.
         found: u16,

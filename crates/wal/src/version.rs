@@ -58,7 +58,7 @@ pub fn describe_magic(magic: u16) -> String {
         0xD10D => "PostgreSQL 14 (unsupported: image flags differ before 15)".into(),
         0xD106 => "PostgreSQL 13 (unsupported)".into(),
         0xD120 => "PostgreSQL 19devel (unsupported)".into(),
-        _ => format!("unknown magic {magic:#06X}"),
+        _ => "no known PostgreSQL version".into(),
     }
 }
 

@@ -34,7 +34,7 @@ pub struct Expired {
     pub hold: Hold,
     /// Each removed file's stored size, in removal order.
     pub removed: Vec<(String, u64)>,
-    /// Files the repository still holds afterwards.
+    /// Files the repository holds afterwards (with `dry_run`, would hold).
     pub remaining: usize,
     /// Nothing was removed, only planned.
     pub dry_run: bool,
@@ -129,7 +129,8 @@ impl Repository {
             }
         }
         Ok(Expired {
-            remaining: files.len() - if dry_run { 0 } else { removed.len() },
+            // What the run leaves, dry or not: a dry run says what the real one will.
+            remaining: files.len() - removed.len(),
             plan,
             hold,
             removed,

@@ -351,7 +351,7 @@ impl Repository {
             return Err(ArchiveError::Conflict {
                 name: name.into(),
                 existing: header.sha256_hex(),
-                new: container::hex(&sha256),
+                new: hex::encode(sha256),
             });
         }
         self.store.settle(key)?;

@@ -29,7 +29,6 @@ use std::path::{Path, PathBuf};
 
 use nix::fcntl::{Flock, FlockArg};
 
-use crate::container::hex;
 use crate::error::ArchiveError;
 
 pub use metrics::SpoolMetrics;
@@ -153,7 +152,7 @@ impl Spool {
         xxh3: &[u8],
         location: &str,
     ) -> Result<(), ArchiveError> {
-        let text = format!("{} {location}\n", hex(xxh3));
+        let text = format!("{} {location}\n", hex::encode(xxh3));
         write_in(&self.done_dir(), name, text.as_bytes())
     }
 

@@ -28,7 +28,6 @@ use nix::fcntl::Flock;
 
 use super::metrics::SpoolMetrics;
 use super::{list_names, read_small, write_in, write_replace, xxh3_file, Spool};
-use crate::container::hex;
 use crate::error::ArchiveError;
 use crate::repo::Repository;
 use crate::retention::{parse_segment_name, Position};
@@ -148,7 +147,7 @@ impl Spool {
         }
         let data = self.data_dir().join(name);
         match xxh3_file(&data) {
-            Ok(actual) if hex(&actual) == xxh3 => {}
+            Ok(actual) if hex::encode(actual) == xxh3 => {}
             _ => {
                 self.remove_prefetched(name);
                 return Ok(false);
@@ -323,7 +322,7 @@ pub fn prefetch(
             Ok(header) => {
                 let data = spool.data_dir().join(next);
                 fs::rename(&tmp, &data).map_err(ArchiveError::io("renaming to", &data))?;
-                let meta = format!("{next} {} {location}\n", hex(&header.xxh3));
+                let meta = format!("{next} {} {location}\n", header.xxh3_hex());
                 write_in(&spool.meta_dir(), next, meta.as_bytes())?;
                 metrics.fetched(header.original_size, started.elapsed());
                 fetched += 1;

@@ -6,7 +6,6 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::{xxh3_file, Spool};
-use crate::container::hex;
 use crate::error::ArchiveError;
 
 /// How the foreground waits.
@@ -43,7 +42,7 @@ pub fn wait_stored(
 ) -> Result<(), ArchiveError> {
     let began = Instant::now();
     let began_wall = SystemTime::now();
-    let want = hex(&xxh3_file(path)?);
+    let want = hex::encode(xxh3_file(path)?);
     let mut next_liveness = began;
     let mut pause = Duration::from_millis(1);
     loop {

@@ -86,10 +86,16 @@ fn print_text(location: &str, min_age: &Age, d: &Expired) {
         outln!("no base backup history file in {location}: nothing removed");
         return;
     };
+    // Positions hold on every timeline; they are named as segments of the oldest kept
+    // backup's timeline, the one a DBA reads in that backup's file names.
+    let tli = d.plan.kept.first().map_or(1, |b| b.tli);
     if let (Some(since), false) = (d.hold.since(), d.plan.held.is_empty()) {
         let since = utc(since);
         let recent = match d.plan.held_from {
-            Some(from) => format!("files archived since {since} start at segment position {from}"),
+            Some(from) => format!(
+                "files archived since {since} start at segment {}",
+                from.segment_name(tli)
+            ),
             None => format!("archived since {since}"),
         };
         outln!(
@@ -99,12 +105,15 @@ fn print_text(location: &str, min_age: &Age, d: &Expired) {
     }
     let kept: Vec<&str> = d.plan.kept.iter().map(|b| b.name.as_str()).collect();
     outln!(
-        "{location}: kept {} backups ({}), expired {}; {verb} {} files ({}) before segment position {cutoff}; {} files remain",
+        "{location}: kept {} backups ({}), expired {}; {verb} {} files ({}) before segment {} \
+         (on every timeline); {} files {}",
         kept.len(),
         kept.join(", "),
         d.plan.expired.len(),
         d.removed.len(),
         bytes(d.removed.iter().map(|(_, s)| s).sum()),
+        cutoff.segment_name(tli),
         d.remaining,
+        if d.dry_run { "would remain" } else { "remain" },
     );
 }

@@ -86,10 +86,20 @@ damaged or unreadable (one line on stderr; above 125, so PostgreSQL stops recove
 instead of taking a mistake for the end of the archive and promoting)."
     )]
     Get(GetArgs),
-    /// List the archived files with their sizes and ratios.
+    /// One line per archived file: size, stored size, ratio, method.
+    #[command(
+        after_help = "Examples:\n  pgcompress archive list --repo /backup/wal\n  \
+pgcompress archive list --repo /backup/wal --json   # every field of every container\n\n\
+Exit status: 0 listed; 1 the repository cannot be read; 2 bad usage."
+    )]
     List(ListArgs),
-    /// Totals and per-file ratios of a repository.
-    Info(ListArgs),
+    /// The repository summed up (files by kind, sizes, ratio, methods), or one file in detail.
+    #[command(
+        after_help = "Examples:\n  pgcompress archive info --repo /backup/wal\n  \
+pgcompress archive info --repo /backup/wal 000000010000000000000003\n\n\
+Exit status: 0 shown; 1 the repository cannot be read, or NAME is not in it; 2 bad usage."
+    )]
+    Info(InfoArgs),
     /// Decode every archived file and check every checksum and hash.
     #[command(
         after_help = "Exit status: 0 every file decodes to its recorded SHA-256 and XXH3-128; 1 a file is \
@@ -281,12 +291,24 @@ pub struct ListArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct InfoArgs {
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// An archived file to show in detail (its container's parts and hashes).
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
+}
+
+#[derive(Args, Debug)]
 #[command(group(clap::ArgGroup::new("retention").required(true).args(["keep", "before"])))]
 pub struct ExpireArgs {
     #[command(flatten)]
     pub repo: RepoArgs,
     /// Keep the N newest base backups and what they need.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_keep)]
     pub keep: Option<std::num::NonZeroUsize>,
     /// Remove what precedes this WAL segment (000000010000000A000000FF) or LSN (A/FF000028)
     /// on every timeline; backups that start before it are expired. Refused if no backup
@@ -363,6 +385,15 @@ fn parse_point(s: &str) -> Result<Point, String> {
     Err(format!(
         "{s:?} is neither a WAL segment name (24 upper-case hex digits) nor an LSN (like 0/3000028)"
     ))
+}
+
+/// `--keep N`: at least one backup; keeping none would expire the whole archive.
+fn parse_keep(s: &str) -> Result<std::num::NonZeroUsize, String> {
+    let n: usize = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of backups; give 1 or more"))?;
+    std::num::NonZeroUsize::new(n)
+        .ok_or_else(|| "0 would keep no backup; give 1 or more".to_owned())
 }
 
 /// Parses a compression method in PostgreSQL's syntax.

@@ -137,31 +137,20 @@ pub struct BenchSpillArgs {
     pub specs: String,
     /// Memory the open transactions may use together in our assembler before it spills (bytes, or with kB,
     /// MB or GB); small by default so that every large transaction of the default run spills.
-    #[arg(long, value_name = "SIZE", default_value = "1MB", value_parser = size)]
+    #[arg(long, value_name = "SIZE", default_value = "1MB", value_parser = at_least_1k)]
     pub work_mem: u64,
     /// Print one JSON object instead of tables.
     #[arg(long)]
     pub json: bool,
 }
 
-/// `--work-mem`: a byte count, or a number with kB, MB or GB (1024-based, as PostgreSQL's memory settings).
-fn size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, unit) = t.split_at(split);
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "kb" | "k" => 10,
-        "mb" | "m" => 20,
-        "gb" | "g" => 30,
-        _ => return Err(format!("{s:?}: give bytes or a number with kB, MB or GB")),
-    };
-    digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(1 << shift))
-        .filter(|&n| n >= 1024)
-        .ok_or_else(|| format!("{s:?}: give at least 1kB, e.g. 64MB"))
+/// `bench spill --work-mem`: a size ([`super::size::parse_size`]) of at least 1kB.
+fn at_least_1k(s: &str) -> Result<u64, String> {
+    let n = super::size::parse_size(s)?;
+    if n < 1024 {
+        return Err(format!("{s:?}: give at least 1kB, e.g. 64MB"));
+    }
+    Ok(n)
 }
 
 #[derive(Args, Debug)]
@@ -316,16 +305,17 @@ impl From<StoreChoice> for bench::archive::Store {
 
 #[cfg(test)]
 mod tests {
-    use super::size;
+    use super::at_least_1k;
 
     #[test]
     fn work_mem_sizes() {
-        assert_eq!(size("64MB"), Ok(64 << 20));
-        assert_eq!(size("64kB"), Ok(64 << 10));
-        assert_eq!(size("2048"), Ok(2048));
-        assert_eq!(size("1 GB"), Ok(1 << 30));
-        assert!(size("12").is_err());
-        assert!(size("5TB").is_err());
-        assert!(size("MB").is_err());
+        assert_eq!(at_least_1k("64MB"), Ok(64 << 20));
+        assert_eq!(at_least_1k("64kB"), Ok(64 << 10));
+        assert_eq!(at_least_1k("2048"), Ok(2048));
+        assert_eq!(at_least_1k("1 GB"), Ok(1 << 30));
+        // The units of every size flag, terabytes included.
+        assert_eq!(at_least_1k("5TB"), Ok(5 << 40));
+        assert!(at_least_1k("12").is_err());
+        assert!(at_least_1k("MB").is_err());
     }
 }

@@ -4,7 +4,10 @@ use clap::{Args, Subcommand};
 use codec::Spec;
 use std::path::PathBuf;
 
-use super::archive::parse_spec;
+/// A spill method: one of those spill files take, listed when another is given.
+fn parse_spill_spec(s: &str) -> Result<Spec, String> {
+    Spec::parse_among(s, &logical::spill::methods()).map_err(|e| e.to_string())
+}
 
 /// `pgcompress logical recv --help` examples and the exactly-once contract.
 pub const RECV_HELP: &str = "Examples:\n  \
@@ -109,10 +112,10 @@ pub struct RecvArgs {
     #[arg(long, value_name = "DIR")]
     pub spill_dir: Option<PathBuf>,
     /// Compression of spill files: lz4, zstd[:N], pglz or none.
-    #[arg(long, value_name = "SPEC", default_value = "lz4", value_parser = parse_spec)]
+    #[arg(long, value_name = "SPEC", default_value = "lz4", value_parser = parse_spill_spec)]
     pub spill_compression: Spec,
     /// Memory for in-progress transactions before they spill (kB, MB, GB).
-    #[arg(long, value_name = "SIZE", default_value = "64MB", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = "64MB", value_parser = super::size::parse_memory_size)]
     pub work_mem: usize,
     /// Output file, or - for standard output.
     #[arg(short = 'o', long, value_name = "FILE", default_value = "-")]
@@ -149,38 +152,4 @@ pub struct RecvArgs {
 /// An LSN in PostgreSQL's `X/X` form.
 pub fn parse_lsn(s: &str) -> Result<logical::Lsn, String> {
     logical::Lsn::parse(s).ok_or_else(|| format!("\"{s}\" is not an LSN like 0/16B3748"))
-}
-
-/// A size with PostgreSQL's units (`64kB`, `64MB`, `1GB`; a bare number is bytes).
-pub fn parse_size(s: &str) -> Result<usize, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: usize = num
-        .parse()
-        .map_err(|_| format!("\"{s}\" is not a size like 64MB"))?;
-    let mul: usize = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "kb" | "kib" | "k" => 1 << 10,
-        "mb" | "mib" | "m" => 1 << 20,
-        "gb" | "gib" | "g" => 1 << 30,
-        "tb" | "tib" | "t" => 1 << 40,
-        _ => return Err(format!("\"{s}\": unknown unit (use kB, MB, GB or TB)")),
-    };
-    n.checked_mul(mul)
-        .ok_or_else(|| format!("\"{s}\" is too large"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("64MB"), Ok(64 << 20));
-        assert_eq!(parse_size("64kB"), Ok(64 << 10));
-        assert_eq!(parse_size("100"), Ok(100));
-        assert!(parse_size("1XB").is_err());
-        assert!(parse_size("MB").is_err());
-    }
 }

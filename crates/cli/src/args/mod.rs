@@ -3,6 +3,7 @@
 pub mod archive;
 pub mod bench;
 pub mod logical;
+pub mod size;
 pub mod tunnel;
 pub mod wal;
 

@@ -127,6 +127,11 @@ const METHOD_IDS: [(Method, u8); 4] = [
     (Method::Zstd, 3),
 ];
 
+/// The methods a spill file can use, for the options that choose one.
+pub fn methods() -> Vec<Method> {
+    METHOD_IDS.iter().map(|(m, _)| *m).collect()
+}
+
 /// Why a spec cannot be used for spill files, or `None` when it can.
 pub(crate) fn unsupported_reason(spec: &Spec) -> Option<&'static str> {
     if !METHOD_IDS.iter().any(|(m, _)| *m == spec.method) {

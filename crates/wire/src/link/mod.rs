@@ -67,6 +67,9 @@ pub struct Counters {
     pub frames: u64,
 }
 
+/// The methods the link supports.
+pub const METHODS: [Method; 3] = [Method::None, Method::Lz4, Method::Zstd];
+
 /// Checks that `spec` is a method the link supports: `none`, `lz4` or `zstd` without workers
 /// and with a window of at most [`MAX_WINDOW_LOG`].
 pub fn check_spec(spec: &Spec) -> Result<(), LinkError> {

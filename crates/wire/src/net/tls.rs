@@ -59,6 +59,25 @@ fn tls_config_err(what: &str) -> impl Fn(rustls::Error) -> NetError + '_ {
     move |e| NetError::Config(format!("{what}: {e}"))
 }
 
+/// An error of a certificate and its key, in words: rustls names a key that is not the
+/// certificate's only `KeyMismatch`.
+fn cert_key_err<'a>(
+    what: &'a str,
+    cert: &'a Path,
+    key: &'a Path,
+) -> impl Fn(rustls::Error) -> NetError + 'a {
+    move |e| match e {
+        rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => {
+            NetError::Config(format!(
+                "{} does not match {}: give the {what}'s own private key",
+                key.display(),
+                cert.display()
+            ))
+        }
+        e => NetError::Config(format!("{what} and key: {e}")),
+    }
+}
+
 /// The server half's link TLS: TLS 1.3 only, a client certificate chaining to `ca` required.
 pub fn link_server_config(
     ca: &Path,
@@ -73,7 +92,7 @@ pub fn link_server_config(
         .map_err(tls_config_err("TLS 1.3"))?
         .with_client_cert_verifier(verifier)
         .with_single_cert(load_certs(cert)?, load_key(key)?)
-        .map_err(tls_config_err("server certificate and key"))?;
+        .map_err(cert_key_err("server certificate", cert, key))?;
     Ok(Arc::new(config))
 }
 
@@ -89,7 +108,7 @@ pub fn link_client_config(
         .map_err(tls_config_err("TLS 1.3"))?
         .with_root_certificates(roots(ca)?)
         .with_client_auth_cert(load_certs(cert)?, load_key(key)?)
-        .map_err(tls_config_err("client certificate and key"))?;
+        .map_err(cert_key_err("client certificate", cert, key))?;
     Ok(Arc::new(config))
 }
 
@@ -101,7 +120,7 @@ pub fn local_server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::Server
         .map_err(tls_config_err("TLS versions"))?
         .with_no_client_auth()
         .with_single_cert(load_certs(cert)?, load_key(key)?)
-        .map_err(tls_config_err("local certificate and key"))?;
+        .map_err(cert_key_err("local certificate", cert, key))?;
     Ok(Arc::new(config))
 }
 
