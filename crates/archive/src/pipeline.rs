@@ -38,10 +38,8 @@ pub(crate) fn decode_unhashed(bytes: &[u8]) -> Result<(Header, Vec<u8>), Contain
 ///
 /// The sink runs on the thread that rebuilds the segment. On a thread of its own (one for
 /// the hash, one for the file, as get did until 2026-11-27) it overlapped the rebuilding,
-/// but each piece then woke it and crossed to the other core's cache: measured in pairs
-/// over the eight pgbench and eight text segments of `bench archive`, a get took about
-/// 4 ms more CPU that way (32.9 against 28.3 ms on pgbench, 57.4 against 53.3 on text),
-/// and a push, whose self-check decodes the same way, 2 to 4 ms more.
+/// but each piece then woke it and crossed to the other core's cache: a get, and a push,
+/// whose self-check decodes the same way, took more CPU (docs/BENCHMARKS.md, `bench archive`).
 pub(crate) fn decode_with(
     bytes: &[u8],
     sink: &mut dyn FnMut(&[u8]),
