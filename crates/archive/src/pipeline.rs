@@ -106,10 +106,9 @@ pub(crate) fn decode_with(
             // the other streams on this thread as they are read. A stream that is only
             // zstd-compressed (a pgbench segment's page images) is not worth a thread: its
             // buffers would cross to the other core's cache and wake this thread for each
-            // one. Measured in pairs over the eight pgbench segments of `bench archive`,
-            // decompressing the images on a thread of their own cost a get 6 ms more CPU
-            // (28.4 against 22.4 ms) to save 2.4 ms of its wall time (20.4 against 22.8
-            // ms); on text the thread saves 6.6 ms of wall time for 1.2 ms of CPU.
+            // one. Measured in pairs (docs/BENCHMARKS.md, `bench archive`): on pgbench
+            // such a thread cost a get more CPU than the wall time it saved; on text the
+            // word decoding's thread saves more wall time than it costs CPU.
             let method = header.spec.method;
             let sizes: Vec<usize> = (0..STREAMS)
                 .map(|st| match &word_feeds[st] {
