@@ -81,10 +81,10 @@ pub fn wal_compression_setting(spec: &Spec) -> Option<&'static str> {
 }
 
 /// Compression speed assumed when planning samples, in MB (10^6 bytes) of page data
-/// per second on one core: measured by `pgcompress wal advise` on pgbench WAL on the
-/// development machine (a busy 2-core VM; `zstd -b19 -B8K` on the same WAL also
-/// gives 0.47 MB/s: btultra is slow on repetitive 8 KB pages). Only the sampling
-/// plan depends on it, never a figure reported.
+/// per second on one core: rough speeds of `pgcompress wal advise` on pgbench WAL on the
+/// development machine (`zstd -b19 -B8K` on the same WAL agrees that the high levels are
+/// slow: btultra is slow on repetitive 8 KB pages). Only the sampling plan depends on
+/// it, never a figure reported.
 pub fn assumed_mb_per_s(spec: &Spec) -> f64 {
     match (spec.method, spec.effective_level()) {
         (Method::None, _) => f64::INFINITY,

@@ -37,8 +37,8 @@
 //! decompress one large stream. Optional stale bytes (role 2) and an optional zero tail
 //! (role 3) follow.
 //!
-//! `get` checks the XXH3-128 digest of what it rebuilt, at about 15 GB/s against SHA-256's
-//! 1.1 on one core here; `verify` and [`crate::pipeline::decode`] check both digests. XXH3 is not a
+//! `get` checks the XXH3-128 digest of what it rebuilt, an order of magnitude cheaper than
+//! SHA-256 (docs/ARCHIVE-FORMAT.md); `verify` and [`crate::pipeline::decode`] check both digests. XXH3 is not a
 //! cryptographic hash: it is there to catch a rebuild that went wrong or bytes damaged past
 //! the per-part CRC-32C, for which 128 bits leave a chance of 2^-128 of a miss. Against
 //! someone who can write to the repository no digest in the header helps, since they can

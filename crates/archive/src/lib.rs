@@ -30,10 +30,9 @@ pub use pipeline::decode;
 pub use repo::{Entry, Expired, Location, PushOutcome, Repository, Retain, S3Options};
 
 /// The default method. With the WAL records transform, zstd level 3 on the streams stores
-/// about 1.3 times less than zstd level 3 on whole 16 MB segments (pgBackRest's `zst`
-/// default) on pgbench and on text WAL; a push takes about nine tenths of pgBackRest's wall
-/// time on two cores and 1.3 to 1.5 times its CPU. Level 6 saves another 8% for almost twice the CPU.
-/// For the smallest archive use `xz:1` (docs/BENCHMARKS.md, docs/ARCHIVE-FORMAT.md).
+/// less than zstd level 3 on whole segments (pgBackRest's `zst` default) for a little more
+/// push CPU; higher levels save a little more for much more CPU. For the smallest archive use `xz:1`.
+/// Figures: docs/BENCHMARKS.md (`bench archive`); settings: docs/ARCHIVE-FORMAT.md.
 pub const DEFAULT_METHOD: &str = "zstd:level=3";
 
 #[cfg(test)]

@@ -38,10 +38,8 @@ pub(crate) fn decode_unhashed(bytes: &[u8]) -> Result<(Header, Vec<u8>), Contain
 ///
 /// The sink runs on the thread that rebuilds the segment. On a thread of its own (one for
 /// the hash, one for the file, as get did until 2026-11-27) it overlapped the rebuilding,
-/// but each piece then woke it and crossed to the other core's cache: measured in pairs
-/// over the eight pgbench and eight text segments of `bench archive`, a get took about
-/// 4 ms more CPU that way (32.9 against 28.3 ms on pgbench, 57.4 against 53.3 on text),
-/// and a push, whose self-check decodes the same way, 2 to 4 ms more.
+/// but each piece then woke it and crossed to the other core's cache: a get, and a push,
+/// whose self-check decodes the same way, took more CPU (docs/BENCHMARKS.md, `bench archive`).
 pub(crate) fn decode_with(
     bytes: &[u8],
     sink: &mut dyn FnMut(&[u8]),
@@ -108,10 +106,9 @@ pub(crate) fn decode_with(
             // the other streams on this thread as they are read. A stream that is only
             // zstd-compressed (a pgbench segment's page images) is not worth a thread: its
             // buffers would cross to the other core's cache and wake this thread for each
-            // one. Measured in pairs over the eight pgbench segments of `bench archive`,
-            // decompressing the images on a thread of their own cost a get 6 ms more CPU
-            // (28.4 against 22.4 ms) to save 2.4 ms of its wall time (20.4 against 22.8
-            // ms); on text the thread saves 6.6 ms of wall time for 1.2 ms of CPU.
+            // one. Measured in pairs (docs/BENCHMARKS.md, `bench archive`): on pgbench
+            // such a thread cost a get more CPU than the wall time it saved; on text the
+            // word decoding's thread saves more wall time than it costs CPU.
             let method = header.spec.method;
             let sizes: Vec<usize> = (0..STREAMS)
                 .map(|st| match &word_feeds[st] {

@@ -1,5 +1,5 @@
 //! Real clients, unchanged, through `pgcompress tunnel` with zstd:1 and lz4 against a real PostgreSQL 15,
-//! each compared with a direct connection (issue 15, Acceptance): psql scripts, pgbench in its three
+//! each compared with a direct connection: psql scripts, pgbench in its three
 //! query modes, pg_dump -Fc then pg_restore -j 2, and a cancelled pg_sleep.
 
 mod tunnel_support;

@@ -23,7 +23,7 @@ Example config file, /etc/pgcompress.toml:\n  \
 repo = \"s3://pg-wal/main\"\n  \
 endpoint = \"http://127.0.0.1:9000\"   # an S3-compatible server; omit for AWS\n  \
 region = \"eu-west-1\"\n  \
-method = \"xz:1\"   # the high-ratio setting: smaller than xz -6, about 7x the push CPU of the default\n\n\
+method = \"xz:1\"   # the high-ratio setting: smaller than xz -6, several times the push CPU of the default\n\n\
 Once per cluster, as the server's user, before archive_command points at the repository:\n  \
 pgcompress archive init --config /etc/pgcompress.toml --pgdata \"$PGDATA\"\n\n\
 postgresql.conf:\n  \

@@ -115,8 +115,9 @@ impl BlockCompressor {
     /// [`BlockCompressor::compress`] does, except for more than [`CODED_FAST_ABOVE`] bytes at
     /// zstd level 3 without long-distance matching, which get zstd's fast strategy instead of
     /// the level's double-fast one. Coded text has few long repeats left for double-fast's
-    /// second hash table to find: on the word-coded streams of eight 16 MB segments of text
-    /// WAL, the fast strategy stored 0.3% less in 37% less time, and decompressed as fast.
+    /// second hash table to find: on the word-coded streams of text WAL the fast strategy
+    /// stored a little less in much less time, and decompressed as fast (docs/BENCHMARKS.md,
+    /// `bench archive`).
     /// Any zstd decoder reads the result; the container records the same method.
     pub fn compress_coded(&mut self, src: &[u8], out: &mut Vec<u8>) -> Result<(), CodecError> {
         let s = &self.spec;
@@ -169,8 +170,8 @@ impl BlockCompressor {
 }
 
 /// Coded bytes up to this length are compressed as any bytes: it is where zstd's parameters
-/// for large inputs begin, and below it the fast strategy stored up to 0.6% more on pieces
-/// of the same coded text.
+/// for large inputs begin, and below it the fast strategy stored more on pieces of the same
+/// coded text (docs/BENCHMARKS.md).
 pub const CODED_FAST_ABOVE: usize = 256 << 10;
 
 /// Appends the zstd frame of `src` that `c` makes to `out`, room for the worst case reserved

@@ -20,8 +20,8 @@ use crate::AssembleError;
 /// xxHash32 checksums (content and block) would only check the same bytes again, at about the
 /// cost of the compression itself on the seed rows. And a record holds about
 /// [`super::RECORD_TARGET`] of changes, one LZ4 block, so linked blocks gain next to nothing
-/// (0.203x against 0.201x on the seed rows) while they make LZ4 carry a dictionary from block
-/// to block: a 64 KiB copy per block and slower matching, 60% more compression time.
+/// while they make LZ4 carry a dictionary from block to block: a 64 KiB copy per block and
+/// slower matching (figures: docs/LOGICAL.md).
 fn framing() -> codec::Framing {
     codec::Framing::default()
         .checksums(false)

@@ -57,8 +57,8 @@ use std::time::Duration;
 use codec::{Method, Spec};
 
 /// The methods `auto` moves among, cheapest first. On a slow link the top rungs pay: zstd:9
-/// and zstd:12 still compress text faster than 50 Mbit/s drains it on one core, and the
-/// trials keep them only where the link, not the CPU, is the limit.
+/// and zstd:12 still compress text faster than such a link drains it on one core, and the
+/// trials keep them only where the link, not the CPU, is the limit (docs/TUNNEL.md).
 pub const LADDER: [Level; 7] = [
     Level::None,
     Level::Lz4,
@@ -71,9 +71,9 @@ pub const LADDER: [Level; 7] = [
 /// Lowest zstd level on the ladder that compresses with a [`WIDE_WINDOW_LOG`] window.
 pub const WIDE_FROM: i32 = 9;
 /// Window log of the rungs from [`WIDE_FROM`] (1 MiB): their extra CPU buys little in the
-/// link's default 128 KiB window (TPC-H lineitem: zstd:12 stores 1.05x less than zstd:6 in
-/// 128 KiB, 1.09x less in 1 MiB). A connection only reaches them on a slow link, and the
-/// decoder's window stays under the link's maximum.
+/// link's default 128 KiB window and more in a wider one (docs/TUNNEL.md, `--method auto`).
+/// A connection only reaches them on a slow link, and the decoder's window stays under the
+/// link's maximum.
 pub const WIDE_WINDOW_LOG: u32 = 20;
 /// Shortest interval the policy judges pressure over.
 pub const INTERVAL: Duration = Duration::from_millis(200);

@@ -87,8 +87,8 @@ impl Compressor {
                     .map_err(zstd_err)?;
                 if level >= TABLES_CAPPED_FROM {
                     // zstd sizes these levels' match tables for large inputs whatever the
-                    // window (43 MB at zstd:12): bounded by the window, the compressor of a
-                    // connection stays within a few MiB.
+                    // window: bounded by the window, the compressor of a connection stays
+                    // small (docs/TUNNEL.md, memory per connection).
                     let log = table_log(spec);
                     enc.set_parameter(CParameter::HashLog(log))
                         .map_err(zstd_err)?;

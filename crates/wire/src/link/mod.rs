@@ -29,9 +29,8 @@ pub const MIN_VERSION: u8 = 1;
 pub const COLUMNS_VERSION: u8 = 2;
 /// Lowest zstd level whose chunks are column-coded when the link version allows it and the
 /// chunk looks like rows of delimited text ([`codec::columns`]): the levels a slow link is
-/// worth (`auto` climbs to them only when the link, not the CPU, is the limit). Measured on
-/// TPC-H CSV in 128 KiB chunks: zstd:9 and zstd:12 in a 1 MiB window store 1.06x to 1.07x
-/// less; the transform costs a pass over the chunk each way.
+/// worth (`auto` climbs to them only when the link, not the CPU, is the limit). The transform
+/// costs a pass over the chunk each way; what it saves is in docs/TUNNEL.md.
 pub const COLUMNS_FROM_LEVEL: i32 = 6;
 /// The first bytes of a Hello and an Accept, so a stray client is told apart at once.
 pub const MAGIC: &[u8; 8] = b"PGCZLINK";
@@ -41,9 +40,9 @@ pub const CHUNK_RAW_MAX: usize = 128 * 1024;
 /// Largest zstd window (log2) either side uses; a decoder refuses larger ones (8 MiB, as in
 /// the PostgreSQL compression patches).
 pub const MAX_WINDOW_LOG: u32 = 23;
-/// zstd window (log2) a sender uses unless the spec says `long=N`: 2^17 = 128 KiB keeps both
-/// contexts of a connection's half under 2 MiB at zstd:1 (1.6 MiB measured) while a whole
-/// chunk still fits in the history (docs/TUNNEL.md).
+/// zstd window (log2) a sender uses unless the spec says `long=N`: 2^17 = 128 KiB keeps a
+/// half's contexts small while a whole chunk still fits in the history (memory per
+/// connection: docs/TUNNEL.md).
 pub const DEFAULT_WINDOW_LOG: u32 = 17;
 /// Longest method specification carried in a frame.
 pub const MAX_SPEC_LEN: usize = 255;
