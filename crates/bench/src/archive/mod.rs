@@ -15,7 +15,7 @@ mod report;
 mod s3;
 mod sustained;
 mod sustained_report;
-mod tools;
+use demo::archive_tools as tools;
 
 pub use report::{CorpusReport, Machine, Relative, Report, ToolInfo, ToolResult, REFERENCES};
 pub use sustained::run_sustained;

@@ -26,7 +26,7 @@ pub use workload::{Workload, ALL as WORKLOADS, DEFAULT as DEFAULT_WORKLOADS};
 use crate::error::{Context, Error, IoContext, Result};
 use crate::sys::cpu_model;
 use crate::{check_cancelled, Progress};
-use pgtest::{Cluster, PgInstall};
+use pgcluster::{Cluster, PgInstall};
 use std::time::Instant;
 
 /// Spill compressions measured unless `--specs` says otherwise.

@@ -53,7 +53,7 @@ impl Progress {
     }
 }
 
-impl bench::Progress for Progress {
+impl crate::Progress for Progress {
     /// Announces the step now under way.
     fn step(&self, msg: String) {
         match &self.bar {
