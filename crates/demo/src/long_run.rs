@@ -18,7 +18,7 @@ pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
 }
 
-/// Installs the Ctrl-C handler and starts progress lines labelled `label` (`pgcompress bench spill`).
+/// Installs the Ctrl-C handler and starts progress lines labelled `label` (`pgcompress-bench spill`).
 ///
 /// Without the handler Ctrl-C would kill us and leave a daemonized server running. Children in our
 /// process group (psql, pgbench) still die of the SIGINT, their failure unwinds to the caller, and

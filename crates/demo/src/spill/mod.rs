@@ -1,4 +1,4 @@
-//! `pgcompress bench spill`: what large transactions cost on disk when PostgreSQL spills them itself
+//! `pgcompress-bench spill`: what large transactions cost on disk when PostgreSQL spills them itself
 //! (pgoutput `streaming` off, `pg_stat_replication_slots.spill_bytes`) against our consumer-side spill of
 //! the streamed transactions (`streaming` on, [`logical::Assembler`]) with each compression, in one run.
 //!
