@@ -1,5 +1,5 @@
 //! `pgcompress-bench spill` end to end against a real throwaway PostgreSQL: the server's own spill beside
-//! ours, checked from `--json`. Ratios are checked against the acceptance bounds; no timing is.
+//! ours, checked from `--json`. Ratios are checked against the bounds the spill must meet; no timing is.
 
 mod support;
 
@@ -105,7 +105,7 @@ fn bench_spill_sets_our_spill_beside_the_servers() {
             );
         }
     }
-    // The seed workload: the bounds on our spill against the raw change bytes.
+    // The seed workload: the bounds on our spill against the raw change bytes.
     let seed = workload(&doc, "seed");
     assert_eq!(u(seed, "rows_inserted"), 20000);
     let lz4 = f(ours(seed, "lz4"), "ratio");

@@ -100,7 +100,7 @@ fn confirmed(cluster: &Cluster) -> String {
         .expect("confirmed_flush_lsn")
 }
 
-/// Issue 46's first report: 40,000 rows from cluster A, then the same command and file against
+/// The first report of this mistake: 40,000 rows from cluster A, then the same command and file against
 /// a new cluster B with 3,000 rows committed, all at LSNs below A's last one.
 #[test]
 fn a_file_written_from_another_cluster_is_refused_untouched() {

@@ -1,4 +1,4 @@
-//! `--method auto` through a real PostgreSQL (issue 17, point 2), on a link whose pace is the kernel's:
+//! `--method auto` through a real PostgreSQL, on a link whose pace is the kernel's:
 //! PostgreSQL and the server half in one network namespace, the client half and psql in another,
 //! joined by a veth pair. Shaped (100 Mbit/s, then 20), the link is the limit: random bytes end up
 //! verbatim within a bounded overhead, text COPY is compressed, and what arrives is byte for byte what
@@ -279,13 +279,13 @@ fn auto_sends_random_bytes_verbatim_and_compresses_text_where_the_link_is_the_li
     );
 }
 
-/// The link's rate for the short transfer: the issue's 50 Mbit/s.
+/// The link's rate for the short transfer: 50 Mbit/s, the slowest default rate of `pgcompress-bench tunnel`.
 const SHORT_RATE_MBIT: u64 = 50;
 /// Link bytes a fresh `auto` pair may spend above fixed zstd:1's on the same COPY: the bytes
 /// sent verbatim before a burst counts as bulk (256 KiB), with frame headers.
 const SHORT_SLACK: u64 = 512 * 1024;
 
-/// Issue 24, point 3: a COPY FROM of a second or two through a fresh `auto` pair on a shaped
+/// A COPY FROM of a second or two through a fresh `auto` pair on a shaped
 /// link compresses from its first megabyte, at least as densely as fixed zstd:1. A policy that
 /// starts bulk traffic verbatim and climbs interval by interval sends its first seconds nearly
 /// as they are (at 50 Mbit/s it took 2.8 s where zstd:1 took 1.4 s). Judged on link bytes, which

@@ -1,4 +1,4 @@
-//! Bulk transfers through `pgcompress tunnel` (issue 15, Acceptance): COPY FROM and COPY TO of a table of
+//! Bulk transfers through `pgcompress tunnel`: COPY FROM and COPY TO of a table of
 //! at least 100 MB of realistic rows, with the bytes on the link against the bytes PostgreSQL sent, and a
 //! single 300 MB value selected and inserted.
 

@@ -1,4 +1,4 @@
-//! `--log-format json` (issue 17, structured logs): every line both halves write to stderr during a run
+//! `--log-format json`, structured logs: every line both halves write to stderr during a run
 //! with a session, a refused peer, a connection past `--max-connections`, a drain and a configuration
 //! error is one JSON object with `ts`, `level`, `half`, `event` and `message`.
 

@@ -1,4 +1,4 @@
-//! The Prometheus endpoint against the kernel (issue 17, acceptance): PostgreSQL and the server half in
+//! The Prometheus endpoint against the kernel: PostgreSQL and the server half in
 //! one network namespace, the client half and psql in another, joined by a veth pair that carries the
 //! link and nothing else. After COPYs of some MB each way, both halves' `link_bytes` per direction
 //! agree with the veth's byte counters within the packets' headers.

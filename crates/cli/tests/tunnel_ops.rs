@@ -1,5 +1,5 @@
-//! `pgcompress tunnel` operations through the binary against a real PostgreSQL 15 (issue 17,
-//! point 3): `--max-connections` refuses the connection past it with SQLSTATE 53300 and counts
+//! `pgcompress tunnel` operations through the binary against a real PostgreSQL 15:
+//! `--max-connections` refuses the connection past it with SQLSTATE 53300 and counts
 //! it, and `--metrics` serves the same counters as the stats file to Prometheus.
 
 mod tunnel_support;

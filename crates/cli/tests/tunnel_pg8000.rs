@@ -1,4 +1,4 @@
-//! A real client library's own test suite through `pgcompress tunnel` (issue 15, Acceptance): pg8000's
+//! A real client library's own test suite through `pgcompress tunnel`: pg8000's
 //! tests from its PyPI source distribution (scripts/setup.sh installs them) run against a direct TCP
 //! connection and through the tunnel with zstd:1 and lz4, and give the same pass/fail set.
 

@@ -1,4 +1,4 @@
-//! Replication through `pgcompress tunnel` with zstd:1 and lz4 (issue 15, Acceptance): pg_basebackup
+//! Replication through `pgcompress tunnel` with zstd:1 and lz4: pg_basebackup
 //! -X stream gives a cluster that starts and matches, a streaming standby whose primary_conninfo points
 //! at the client half replays pgbench, and a logical subscription (streaming = on) matches its publisher.
 

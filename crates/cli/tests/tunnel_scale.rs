@@ -1,4 +1,4 @@
-//! Scale (issue 17, acceptance): 500 concurrent pgbench clients through one tunnel pair with zstd:1,
+//! Scale: 500 concurrent pgbench clients through one tunnel pair with zstd:1,
 //! first idle, then each running a short query loop (`pgbench -S`), with no error; the resident memory
 //! of each half is reported before any connection, at 500 idle and at 500 active connections, and the
 //! growth stays under 2 MiB per active connection, also when every connection compresses both ways.

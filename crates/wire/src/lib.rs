@@ -1,4 +1,4 @@
-//! Sans-IO core of the pgcompress tunnel (issue 15).
+//! Sans-IO core of the pgcompress tunnel.
 //!
 //! Two layers, neither of which touches a socket:
 //!

@@ -38,7 +38,7 @@ const BENCH_DB: &str = "demo_bench";
 /// The oldest server with `wal_compression = lz4 | zstd` (and the oldest WAL the `wal` crate reads).
 const MIN_MAJOR: u32 = 15;
 
-/// The tunnel section's link method: the headline setting.
+/// The tunnel section's link method: the setting the tunnel's figures lead with.
 const TUNNEL_METHOD: &str = "zstd:1";
 
 /// Candidates the demo's advisor table compares.
