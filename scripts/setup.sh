@@ -86,11 +86,18 @@ if ((${#missing[@]} + ${#reinstall[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     export PGCOMPRESS_APT_UPDATED=1  # for bench-tools.sh below
+    if ((${#reinstall[@]})); then
+        # postgresql-common first: the other packages' maintainer scripts run its scripts. A package
+        # whose installed version the archive no longer has is upgraded instead (apt's choice).
+        for first in postgresql-common postgresql-client-common; do
+            if [[ " ${reinstall[*]} " == *" $first "* ]]; then
+                apt-get install -y -qq --no-install-recommends --reinstall "$first" >/dev/null
+            fi
+        done
+        apt-get install -y -qq --no-install-recommends --reinstall "${reinstall[@]}" >/dev/null
+    fi
     if ((${#missing[@]})); then
         apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-    fi
-    if ((${#reinstall[@]})); then
-        apt-get install -y -qq --no-install-recommends --reinstall "${reinstall[@]}" >/dev/null
     fi
 fi
 have_pg || {
