@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what `pgcompress bench tunnel` needs: iproute2 (ip, tc), socat and OpenSSH's server and
+# Installs what `pgcompress-bench tunnel` needs: iproute2 (ip, tc), socat and OpenSSH's server and
 # client (the peers it measures), and tpchgen-cli (the TPC-H data) into $PGCOMPRESS_TOOLS (default
 # /opt/pgcompress-tools). scripts/setup.sh runs it, and `bench tunnel` runs its own copy (compiled into
 # pgcompress) when something is missing. Idempotent: on a machine that has everything it only checks.

@@ -6,6 +6,7 @@
 #   bash scripts/memory-bounds.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo test -q -p cli --test bench_spill --test logical_recv --no-run
-cargo test -q -p cli --test bench_spill -- --ignored --nocapture 2>&1 | grep -E "held|test result|panicked"
+cargo test -q -p bench --test bench_spill --no-run
+cargo test -q -p cli --test logical_recv --no-run
+cargo test -q -p bench --test bench_spill -- --ignored --nocapture 2>&1 | grep -E "held|test result|panicked"
 cargo test -q -p cli --test logical_recv -- --ignored --nocapture 2>&1 | grep -E "peak|held|RSS|test result|panicked"

@@ -14,6 +14,13 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== module cycles"
 python3 scripts/module-cycles.py
+echo "== pgcompress ships only the product"
+# The lab (namespaces, peers, the installer of scripts/bench-tools.sh) is pgcompress-bench's alone.
+lab=$(cargo tree -p cli -e normal --prefix none --locked | grep -E '^(bench|pgtest) ' || true)
+if [ -n "$lab" ]; then
+    echo "test: pgcompress depends on the lab: $lab" >&2
+    exit 1
+fi
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 if [ "${FUZZ_SECONDS:-20}" != 0 ]; then

@@ -1,4 +1,4 @@
-//! `pgcompress bench read`: `pgcompress wal stats` against `pg_waldump --stats` on the same segments.
+//! `pgcompress-bench read`: `pgcompress wal stats` against `pg_waldump --stats` on the same segments.
 
 use crate::error::{Error, IoContext, Result};
 use crate::timing::{measure, median, Timing};

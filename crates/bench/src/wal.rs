@@ -1,4 +1,4 @@
-//! `pgcompress bench wal`: the Greenplum `wal_compression` study's workloads, once per setting, measured
+//! `pgcompress-bench wal`: the Greenplum `wal_compression` study's workloads, once per setting, measured
 //! by the server and predicted by the advisor from the `off` run alone.
 //!
 //! Every run of a workload starts from byte-identical pages (`CREATE DATABASE ... STRATEGY FILE_COPY` from a

@@ -73,7 +73,7 @@ fn report() -> TunnelReport {
     TunnelReport {
         machine: "2 cores, 7.7 GiB RAM, Linux 6.1, Test CPU @ 2.0GHz".into(),
         scale: 1.0,
-        command: "pgcompress bench tunnel --rate 50,1000 --html <report.html>".into(),
+        command: "pgcompress-bench tunnel --rate 50,1000 --html <report.html>".into(),
         notes: vec!["ssh -C skipped at 50 Mbit/s: sshd did not start".into()],
         runs,
     }

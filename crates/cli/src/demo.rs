@@ -1,9 +1,10 @@
 //! `pgcompress demo`: one seeded pgbench workload, once per `wal_compression` setting, on a throwaway
-//! cluster. The runs are the `bench` crate's ([`bench::demo`]); this module handles Ctrl-C, shows progress
-//! and prints the comparison.
+//! cluster. The runs are the `demo` crate's ([`::demo::compare`]); this module handles Ctrl-C, shows
+//! progress and prints the comparison.
 
-use crate::args::bench::DemoArgs;
-use crate::long_run::{self, EXIT_INTERRUPTED};
+use crate::args::demo::DemoArgs;
+use ::demo::long_run::{self, EXIT_INTERRUPTED};
+use anyhow::Context;
 use serde::Serialize;
 use std::process::ExitCode;
 
@@ -11,7 +12,7 @@ use std::process::ExitCode;
 #[derive(Serialize)]
 struct DemoJson<'a> {
     #[serde(flatten)]
-    demo: &'a bench::demo::Demo,
+    demo: &'a ::demo::Demo,
     #[serde(skip_serializing_if = "Option::is_none")]
     advice: Option<serde_json::Value>,
 }
@@ -19,13 +20,13 @@ struct DemoJson<'a> {
 /// Runs the demo and prints the comparison (a table, or one JSON object with `--json`).
 pub fn run(a: DemoArgs) -> anyhow::Result<ExitCode> {
     let progress = long_run::start("pgcompress demo");
-    let options = bench::demo::Options {
+    let options = ::demo::Options {
         scale: a.scale,
         transactions: a.transactions,
         clients: a.clients,
-        pgcompress: long_run::me()?,
+        pgcompress: std::env::current_exe().context("locating this executable")?,
     };
-    let result = bench::demo::compare(&options, &progress);
+    let result = ::demo::compare(&options, &progress);
     progress.finish();
     let cancelled = matches!(&result, Err(e) if e.is_cancelled());
     if cancelled || long_run::interrupted() {

@@ -10,12 +10,10 @@ mod output;
 mod advise;
 mod archive;
 mod args;
-mod bench;
 mod demo;
 mod errors;
 mod help;
 mod logical;
-mod long_run;
 mod tunnel;
 mod walcmd;
 
@@ -38,7 +36,6 @@ fn main() -> ExitCode {
     let result = match cli.command {
         args::Command::Wal(w) => walcmd::run(w),
         args::Command::Demo(d) => demo::run(d),
-        args::Command::Bench(b) => bench::run(b),
         args::Command::Archive(a) => archive::run(a),
         args::Command::Logical(l) => logical::run(l),
         args::Command::Tunnel(t) => tunnel::run(t),

@@ -7,7 +7,7 @@
 //! held in the middle of its stream); each on a directory and on an S3 bucket (moto_server).
 //!
 //! With `--min-age 0` the plan removes WAL that A needs (the bug, kept as a check that the
-//! scenario is the issue's); with the default minimum age nothing A needs goes; with one
+//! scenario is the one reported); with the default minimum age nothing A needs goes; with one
 //! just long enough to reach back to A's start, exactly the WAL before A's start goes.
 
 mod archive_support;

@@ -279,7 +279,7 @@ fn auto_sends_random_bytes_verbatim_and_compresses_text_where_the_link_is_the_li
     );
 }
 
-/// The link's rate for the short transfer: the 50 Mbit/s.
+/// The link's rate for the short transfer: 50 Mbit/s, the slowest default rate of `pgcompress-bench tunnel`.
 const SHORT_RATE_MBIT: u64 = 50;
 /// Link bytes a fresh `auto` pair may spend above fixed zstd:1's on the same COPY: the bytes
 /// sent verbatim before a burst counts as bulk (256 KiB), with frame headers.

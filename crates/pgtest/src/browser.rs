@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::error::{Error, Result};
 use crate::run::run_as_current_user;
+use crate::{Error, Result};
 
 /// How long one Chromium run may take before it is killed.
 pub const TIMEOUT: Duration = Duration::from_secs(90);

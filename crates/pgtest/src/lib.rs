@@ -1,52 +1,25 @@
-//! Throwaway PostgreSQL clusters for tests, benchmarks and demos.
+//! The test and benchmark harness around [`pgcluster`]'s throwaway clusters.
 //!
 //! PostgreSQL is the oracle for everything pgcompress does with WAL, so tests start a real server rather than a
-//! mock. [`Cluster::builder`] runs `initdb` into a fresh temporary directory, starts the server on a Unix socket
-//! only, and tears it all down on drop, even when the test panics.
-//!
-//! PostgreSQL refuses to run as root. When the current effective uid is 0, every PostgreSQL binary started through
-//! this crate runs as the `postgres` system user, and the directories the harness creates are handed to that user.
-//!
-//! [`netns::NetLink`] gives benchmarks and tests a private link with kernel byte counters and `tc` shaping: two
-//! network namespaces joined by a veth pair; [`ClusterBuilder::netns`] starts a cluster inside one of them.
+//! mock. Everything of [`pgcluster`] is re-exported here ([`Cluster::builder`], [`PgInstall`], [`run`]); this
+//! crate adds what only tests and benchmarks need, and never ships in `pgcompress`:
+//! [`netns::NetLink`] gives benchmarks and tests a private link with kernel byte counters and `tc` shaping (two
+//! network namespaces joined by a veth pair; [`ClusterBuilder::netns`] starts a cluster inside one of them),
+//! [`browser`] drives headless Chromium for the HTML reports, [`greenplum`] holds the Greenplum
+//! wal_compression workloads.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), pgtest::Error> {
 //! let cluster = pgtest::Cluster::builder().wal_segsize_mb(1).start()?;
 //! cluster.psql("CREATE TABLE t (x int); INSERT INTO t VALUES (1);")?;
 //! assert_eq!(cluster.query_one("SELECT count(*) FROM t")?, "1");
-//! cluster.switch_wal()?;
-//! assert!(!cluster.wal_segment_files()?.is_empty());
 //! # Ok(())
 //! # }
 //! ```
 #![deny(missing_docs)]
 
-mod backup;
 pub mod browser;
-mod builder;
-mod cluster;
-mod error;
 pub mod greenplum;
-mod install;
 pub mod netns;
-pub mod run;
-mod wal;
-pub mod workload;
 
-pub use builder::ClusterBuilder;
-pub use cluster::{Cluster, SUPERUSER};
-pub use error::{Error, Result};
-pub use install::{which, PgInstall, BINDIR_ENV, DEFAULT_MAJORS_ROOT, MAJORS_ROOT_ENV, MAJOR_ENV};
-pub use run::run;
-pub use wal::is_wal_segment_name;
-
-/// A TCP port on 127.0.0.1 that nothing listened on a moment ago, for servers a test or a
-/// benchmark starts (a tunnel half, an S3 stand-in). Another process may take it in between.
-pub fn free_port() -> std::io::Result<u16> {
-    Ok(
-        std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))?
-            .local_addr()?
-            .port(),
-    )
-}
+pub use pgcluster::*;

@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::error::{Error, Result};
 use crate::run::run_as_current_user;
+use crate::{Error, Result};
 
 /// Every namespace this module creates starts with this, followed by the creating process id and a `-`;
 /// that is how leftovers of dead processes are recognised.
@@ -369,7 +369,7 @@ fn probe() -> Option<String> {
         return Some("network namespaces need root".into());
     }
     for program in ["ip", "tc"] {
-        if crate::install::which(program).is_none() {
+        if crate::which(program).is_none() {
             return Some(format!("`{program}` is not on PATH (install iproute2)"));
         }
     }

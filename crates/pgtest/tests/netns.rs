@@ -3,7 +3,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pgtest::netns::{NetLink, Side};
 use pgtest::Cluster;
@@ -29,6 +29,57 @@ fn remote_psql(link: &NetLink, cluster: &Cluster, sql: &str) -> String {
         ])
         .args(["-c", sql]);
     stdout_of(&mut cmd)
+}
+
+/// What the kernel counted on the tbf of one side's veth (`tc -s qdisc show`).
+#[derive(Debug, Default, Clone, Copy)]
+struct TbfCounters {
+    /// Bytes the tbf passed to the device.
+    sent_bytes: u64,
+    /// Times a packet found the token bucket empty and waited.
+    overlimits: u64,
+}
+
+impl TbfCounters {
+    fn since(&self, earlier: &TbfCounters) -> TbfCounters {
+        TbfCounters {
+            sent_bytes: self.sent_bytes - earlier.sent_bytes,
+            overlimits: self.overlimits - earlier.overlimits,
+        }
+    }
+}
+
+/// The counters of the tbf on `side`'s veth; fails the test when there is none.
+fn tbf_counters(link: &NetLink, side: Side) -> TbfCounters {
+    let text =
+        stdout_of(
+            link.command(side, "tc")
+                .args(["-s", "qdisc", "show", "dev", link.dev(side)]),
+        );
+    // qdisc tbf 8001: dev pgcs0 root refcnt 2 rate 10Mbit burst 64Kb lat 50ms
+    //  Sent 2104872 bytes 1419 pkt (dropped 0, overlimits 233 requeues 0)
+    let mut lines = text.lines().skip_while(|l| !l.starts_with("qdisc tbf"));
+    assert!(
+        lines.next().is_some(),
+        "no tbf on {}: {text}",
+        link.dev(side)
+    );
+    let sent = lines.next().unwrap_or_default();
+    let number_after = |word: &str| -> u64 {
+        let words: Vec<&str> = sent
+            .split(|c: char| c.is_whitespace() || c == ',' || c == '(')
+            .collect();
+        words
+            .iter()
+            .position(|w| *w == word)
+            .and_then(|i| words.get(i + 1))
+            .and_then(|w| w.parse().ok())
+            .unwrap_or_else(|| panic!("no {word} count in {sent:?}"))
+    };
+    TbfCounters {
+        sent_bytes: number_after("Sent"),
+        overlimits: number_after("overlimits"),
+    }
 }
 
 fn netns_names() -> String {
@@ -96,19 +147,20 @@ fn cluster_in_a_namespace_is_reached_over_the_veth_and_shaped() {
         "reached {server_addr} from outside the namespaces"
     );
 
-    // At 10 Mbit/s, N bytes take at least N*8/10e6 s; 0.8 of it leaves room for the token bucket's burst
-    // (64 KiB, 3% of N) and nothing for a link that is not shaped.
+    // At 10 Mbit/s the token bucket, not the veth, decides when each packet leaves: the kernel's own
+    // counters of the tbf on the sending side show the bytes it passed and the times a packet found
+    // the bucket empty and had to wait (overlimits). A link that is not shaped has no tbf to count.
     link.shape(Some(10)).expect("shape");
     let n: usize = 2_000_000;
-    let start = Instant::now();
+    let down_before = tbf_counters(&link, Side::Server);
     let result = remote_psql(&link, &cluster, &format!("SELECT repeat('y', {n})"));
-    let took = start.elapsed().as_secs_f64();
     assert_eq!(result.trim_end().len(), n);
-    let floor = n as f64 * 8.0 / 10e6 * 0.8;
-    eprintln!("{n} bytes at 10 Mbit/s: {took:.3} s (floor {floor:.3} s)");
+    let down = tbf_counters(&link, Side::Server).since(&down_before);
+    eprintln!("{n} bytes down at 10 Mbit/s: {down:?}");
+    assert!(down.sent_bytes >= n as u64, "{down:?}");
     assert!(
-        took >= floor,
-        "{n} bytes in {took:.3} s at 10 Mbit/s (floor {floor:.3} s)"
+        down.overlimits > 0,
+        "the server side's tbf never held a packet back: {down:?}"
     );
     // The other direction is limited too: the same bytes sent by the client (COPY FROM STDIN).
     cluster.psql("CREATE TABLE sink (t text)").expect("table");
@@ -118,14 +170,15 @@ fn cluster_in_a_namespace_is_reached_over_the_veth_and_shaped() {
         .args(["-p", &cluster.port().to_string(), "-U", "postgres"])
         .args(["-c", "COPY sink FROM STDIN"]);
     let line = format!("{}\n", "z".repeat(n));
-    let start = Instant::now();
+    let up_before = tbf_counters(&link, Side::Client);
     pgtest::run::run_as_current_user(&mut copy, Some(line.as_bytes()), Duration::from_secs(120))
         .expect("COPY FROM STDIN");
-    let up = start.elapsed().as_secs_f64();
-    eprintln!("{n} bytes up at 10 Mbit/s: {up:.3} s (floor {floor:.3} s)");
+    let up = tbf_counters(&link, Side::Client).since(&up_before);
+    eprintln!("{n} bytes up at 10 Mbit/s: {up:?}");
+    assert!(up.sent_bytes >= n as u64, "{up:?}");
     assert!(
-        up >= floor,
-        "{n} bytes up in {up:.3} s at 10 Mbit/s (floor {floor:.3} s)"
+        up.overlimits > 0,
+        "the client side's tbf never held a packet back: {up:?}"
     );
     assert_eq!(
         cluster
@@ -133,19 +186,20 @@ fn cluster_in_a_namespace_is_reached_over_the_veth_and_shaped() {
             .expect("sum"),
         n.to_string()
     );
+
+    // Unshaped, no tbf is left on either end, and the same read still arrives whole over the veth.
+    link.shape(None).expect("unshape");
     for side in [Side::Server, Side::Client] {
         let qdisc = stdout_of(link.command(side, "tc").args(["qdisc", "show"]));
-        assert!(qdisc.contains("tbf"), "{qdisc}");
+        assert!(!qdisc.contains("tbf"), "{qdisc}");
     }
-
-    link.shape(None).expect("unshape");
-    let qdisc = stdout_of(link.command(Side::Server, "tc").args(["qdisc", "show"]));
-    assert!(!qdisc.contains("tbf"), "{qdisc}");
-    let start = Instant::now();
-    remote_psql(&link, &cluster, &format!("SELECT repeat('y', {n})"));
+    let before = link.bytes().expect("counters");
+    let result = remote_psql(&link, &cluster, &format!("SELECT repeat('y', {n})"));
+    assert_eq!(result.trim_end().len(), n);
+    let after = link.bytes().expect("counters");
     assert!(
-        start.elapsed().as_secs_f64() < took,
-        "unshaped is not faster than 10 Mbit/s"
+        after.server_to_client - before.server_to_client >= n as u64,
+        "{before:?} -> {after:?}"
     );
 
     drop(cluster);

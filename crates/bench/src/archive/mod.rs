@@ -1,4 +1,4 @@
-//! `pgcompress bench archive`: `pgcompress archive push|get` against pgBackRest's `archive-push|get` and the
+//! `pgcompress-bench archive`: `pgcompress archive push|get` against pgBackRest's `archive-push|get` and the
 //! plain gzip, zstd and xz programs, on the same WAL segments, in one run.
 //!
 //! The command writes its own corpora on a throwaway cluster with `wal_compression = off` (pgbench tpcb-like
@@ -15,7 +15,7 @@ mod report;
 mod s3;
 mod sustained;
 mod sustained_report;
-mod tools;
+use demo::archive_tools as tools;
 
 pub use report::{CorpusReport, Machine, Relative, Report, ToolInfo, ToolResult, REFERENCES};
 pub use sustained::run_sustained;

@@ -1,4 +1,4 @@
-//! `pgcompress bench tunnel`: two network namespaces joined by a veth pair ([`pgtest::netns`]),
+//! `pgcompress-bench tunnel`: two network namespaces joined by a veth pair ([`pgtest::netns`]),
 //! PostgreSQL in the server namespace, every client program in the client namespace; at each link
 //! rate (`tc` token bucket on both veth ends), each configuration (direct, socat, the tunnel with each
 //! method, `ssh -C`) runs each workload while the kernel counts the veth's bytes.

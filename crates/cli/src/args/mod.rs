@@ -1,7 +1,7 @@
 //! Command-line arguments.
 
 pub mod archive;
-pub mod bench;
+pub mod demo;
 pub mod logical;
 pub mod size;
 pub mod tunnel;
@@ -25,11 +25,8 @@ pub enum Command {
     /// Read real WAL: statistics, verification and compression advice.
     #[command(subcommand)]
     Wal(wal::WalCommand),
-    /// Benchmarks against the tools DBAs use today, measured in the same run.
-    #[command(subcommand)]
-    Bench(bench::BenchCommand),
     /// Run a throwaway cluster under each wal_compression setting and compare.
-    Demo(bench::DemoArgs),
+    Demo(demo::DemoArgs),
     /// WAL-aware archive_command / restore_command, to a directory or S3-compatible storage.
     #[command(subcommand, after_help = archive::ARCHIVE_HELP)]
     Archive(archive::ArchiveCommand),

@@ -57,7 +57,7 @@ fn slug(s: &str) -> String {
 /// Renders the page for `r`; every text from the report is HTML-escaped.
 pub(super) fn render(r: &TunnelReport) -> String {
     let title = format!(
-        "pgcompress bench tunnel: TPC-H scale {}",
+        "pgcompress-bench tunnel: TPC-H scale {}",
         super::num(r.scale)
     );
     let mut h = String::with_capacity(64 << 10);

@@ -36,7 +36,7 @@ pub(crate) fn sample() -> TunnelReport {
     TunnelReport {
         machine: "2 cores, 4 GiB, Linux 6.1, Test CPU".into(),
         scale: 1.0,
-        command: "pgcompress bench tunnel --rate 50".into(),
+        command: "pgcompress-bench tunnel --rate 50".into(),
         notes: vec!["ssh -C skipped at 50 Mbit/s: <sshd> & friends".into()],
         runs: vec![
             m(Some(50), DIRECT, "load", 200.0, 1_000_000_000, 10_000_000),
@@ -136,7 +136,7 @@ fn text_has_a_table_per_rate_and_workload() {
         "{t}"
     );
     assert!(
-        t.contains("command: pgcompress bench tunnel --rate 50"),
+        t.contains("command: pgcompress-bench tunnel --rate 50"),
         "{t}"
     );
     assert!(t.contains("\nload, 50 Mbit/s link\n"), "{t}");

@@ -31,7 +31,7 @@ fn a_chart_pair_per_workload_and_a_bar_per_measurement() {
 fn report_text_is_escaped() {
     let mut r = sample();
     r.machine = "<b>box</b>".into();
-    r.command = "pgcompress bench tunnel --html 'a&b'".into();
+    r.command = "pgcompress-bench tunnel --html 'a&b'".into();
     r.runs[0].check = "sha256 \"equal\"".into();
     r.runs.push(super::super::tests::m(
         None,

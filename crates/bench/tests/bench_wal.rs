@@ -1,24 +1,17 @@
-//! `pgcompress bench wal` end to end: two workloads on a real throwaway PostgreSQL, every setting run, and the
+//! `pgcompress-bench wal` end to end: two workloads on a real throwaway PostgreSQL, every setting run, and the
 //! advisor's predictions from the `off` run checked against what the server wrote under each setting.
 
+mod support;
+
 use serde_json::Value;
-use std::process::Command;
 
 const WORKLOADS: [&str; 2] = ["two short fields, one changed", "pgbench tpcb-like"];
 
 #[test]
 fn bench_wal_predicts_every_setting_within_two_percent() {
     let list = WORKLOADS.join(",");
-    let out = Command::new(env!("CARGO_BIN_EXE_pgcompress"))
-        .args([
-            "bench",
-            "wal",
-            "--json",
-            "--scale",
-            "1",
-            "--workloads",
-            &list,
-        ])
+    let out = support::bench()
+        .args(["wal", "--json", "--scale", "1", "--workloads", &list])
         .output()
         .expect("pgcompress runs");
     let stderr = String::from_utf8_lossy(&out.stderr);

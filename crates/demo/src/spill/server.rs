@@ -4,7 +4,7 @@
 
 use crate::error::{Context, Error, IoContext, Result};
 use crate::sys::checked_output;
-use pgtest::Cluster;
+use pgcluster::Cluster;
 use serde::Serialize;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -138,7 +138,7 @@ pub fn capture_streamed(
         .stdin(Stdio::null())
         .stdout(file)
         .stderr(Stdio::piped());
-    pgtest::run::as_server_user(&mut cmd)?;
+    pgcluster::run::as_server_user(&mut cmd)?;
     checked_output(&mut cmd, "psql", &format!("psql -c {copy:?}"))?;
     Ok(std::fs::metadata(to)
         .io(|| format!("reading {}", to.display()))?

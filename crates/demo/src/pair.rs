@@ -1,9 +1,11 @@
 //! A tunnel pair run as two `pgcompress` child processes: on loopback, or each half through a command
 //! wrapper (`ip netns exec NS`) with the link between two addresses.
 
-use super::child::spawn_until;
+pub mod child;
+
 use crate::error::{Error, IoContext, Result};
 use crate::sys::checked_output;
+use child::spawn_until;
 use serde::Deserialize;
 use std::ffi::OsStr;
 use std::net::{IpAddr, Ipv4Addr};
@@ -72,8 +74,8 @@ pub struct Pair {
 }
 
 /// A port on 127.0.0.1 that was free a moment ago (in a fresh namespace, every port is).
-pub(super) fn free_port() -> Result<u16> {
-    pgtest::free_port().io(|| "finding a free port on 127.0.0.1".into())
+pub fn free_port() -> Result<u16> {
+    pgcluster::free_port().io(|| "finding a free port on 127.0.0.1".into())
 }
 
 /// Starts a half and waits until it says it listens; kills it if it does not.

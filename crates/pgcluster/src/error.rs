@@ -138,7 +138,7 @@ pub enum Error {
         /// The limit.
         max: usize,
     },
-    /// A [`NetLink`](crate::netns::NetLink) tag would not make a plain namespace name.
+    /// A network-namespace link (pgtest's `NetLink`) tag would not make a plain namespace name.
     #[error(
         "invalid network namespace tag {tag:?} (expected 1 to 16 ASCII letters, digits or `_`)"
     )]

@@ -1,11 +1,12 @@
-//! `pgcompress bench ...`: our tools against their peers, measured in the same run. The work is the
+//! `pgcompress-bench ...`: our tools against their peers, measured in the same run. The work is the
 //! `bench` crate's; this module turns arguments into its options and prints its reports.
 
-use crate::args::bench::{
+use crate::args::{
     BenchArchiveArgs, BenchCommand, BenchReadArgs, BenchSpillArgs, BenchTunnelArgs, BenchWalArgs,
 };
-use crate::long_run::{self, me, EXIT_INTERRUPTED};
+use crate::pgcompress as me;
 use anyhow::Context;
+use demo::long_run::{self, EXIT_INTERRUPTED};
 use serde::Serialize;
 use std::process::ExitCode;
 
@@ -57,12 +58,14 @@ fn wal(a: BenchWalArgs) -> anyhow::Result<ExitCode> {
 fn archive(a: BenchArchiveArgs) -> anyhow::Result<ExitCode> {
     if let Some(seconds) = a.sustained {
         let stores: Vec<bench::archive::Store> = a.stores.iter().map(|&s| s.into()).collect();
-        let progress = long_run::start("pgcompress bench archive --sustained");
+        let progress = long_run::start("pgcompress-bench archive --sustained");
         let result =
             bench::archive::run_sustained(&me()?, seconds, a.clients, &stores, a.rounds, &progress);
         progress.finish();
         if matches!(&result, Err(e) if e.is_cancelled()) || long_run::interrupted() {
-            eprintln!("pgcompress: interrupted; the temporary clusters were stopped and deleted");
+            eprintln!(
+                "pgcompress-bench: interrupted; the temporary clusters were stopped and deleted"
+            );
             return Ok(ExitCode::from(EXIT_INTERRUPTED));
         }
         let report = result?;
@@ -99,7 +102,7 @@ fn archive(a: BenchArchiveArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn spill(a: BenchSpillArgs) -> anyhow::Result<ExitCode> {
-    let progress = long_run::start("pgcompress bench spill");
+    let progress = long_run::start("pgcompress-bench spill");
     let result = bench::spill::run(
         &bench::spill::Options {
             rows: a.rows,
@@ -111,7 +114,7 @@ fn spill(a: BenchSpillArgs) -> anyhow::Result<ExitCode> {
     );
     progress.finish();
     if matches!(&result, Err(e) if e.is_cancelled()) || long_run::interrupted() {
-        eprintln!("pgcompress: interrupted; the temporary cluster was stopped and deleted");
+        eprintln!("pgcompress-bench: interrupted; the temporary cluster was stopped and deleted");
         return Ok(ExitCode::from(EXIT_INTERRUPTED));
     }
     let report = result?;
@@ -129,7 +132,7 @@ fn spill(a: BenchSpillArgs) -> anyhow::Result<ExitCode> {
 
 fn tunnel(a: BenchTunnelArgs) -> anyhow::Result<ExitCode> {
     // Ctrl-C ends the run between steps; dropping the cluster, the relays and the namespaces cleans up.
-    let progress = long_run::start("pgcompress bench tunnel");
+    let progress = long_run::start("pgcompress-bench tunnel");
     // The command line as a shell would take it back, recorded in the report.
     let args: Vec<String> = std::env::args().collect();
     let command =
@@ -151,7 +154,7 @@ fn tunnel(a: BenchTunnelArgs) -> anyhow::Result<ExitCode> {
     progress.finish();
     if matches!(&result, Err(e) if e.is_cancelled()) || long_run::interrupted() {
         eprintln!(
-            "pgcompress: interrupted; the cluster, the relays and the namespaces were removed"
+            "pgcompress-bench: interrupted; the cluster, the relays and the namespaces were removed"
         );
         return Ok(ExitCode::from(EXIT_INTERRUPTED));
     }

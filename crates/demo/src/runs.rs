@@ -9,7 +9,7 @@
 //! the run's segments.
 
 use crate::error::{Context, Error, Result};
-use pgtest::Cluster;
+use pgcluster::Cluster;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use wal::source::SegmentSet;
@@ -82,7 +82,7 @@ impl Server {
 /// Starts a throwaway cluster for isolated runs: every segment archived, and nothing
 /// but the runs writing between a run's checkpoint and its final switch (no
 /// autovacuum, no timed checkpoints). Its WAL segments are `segment_mb` MB (`initdb --wal-segsize`).
-pub fn start_cluster(install: pgtest::PgInstall, segment_mb: u32) -> Result<(Cluster, Server)> {
+pub fn start_cluster(install: pgcluster::PgInstall, segment_mb: u32) -> Result<(Cluster, Server)> {
     let cluster = Cluster::builder()
         .install(install)
         .wal_segsize_mb(segment_mb)
@@ -250,7 +250,7 @@ pub fn parse_tps(out: &str) -> Option<f64> {
 }
 
 /// The file names of segments `segnos` on the server's timeline, in order.
-pub(crate) fn segment_names(server: &Server, segnos: impl Iterator<Item = u64>) -> Vec<String> {
+pub fn segment_names(server: &Server, segnos: impl Iterator<Item = u64>) -> Vec<String> {
     segnos
         .map(|segno| {
             SegmentName {

@@ -17,7 +17,7 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// A spinner when stderr is a terminal, plain lines starting with `label` (`pgcompress bench spill`)
+    /// A spinner when stderr is a terminal, plain lines starting with `label` (`pgcompress-bench spill`)
     /// when it is not.
     pub fn labelled(label: &'static str, cancelled: fn() -> bool) -> Progress {
         let bar = std::io::stderr().is_terminal().then(|| {
@@ -53,7 +53,7 @@ impl Progress {
     }
 }
 
-impl bench::Progress for Progress {
+impl crate::Progress for Progress {
     /// Announces the step now under way.
     fn step(&self, msg: String) {
         match &self.bar {

@@ -10,7 +10,7 @@ pub use tunnel::TunnelSection;
 use crate::error::{Context, Error, IoContext, Result};
 use crate::runs::{guc_value, isolated_run, parse_tps, start_cluster, Server, DEFAULT_SEGMENT_MB};
 use crate::{check_cancelled, Progress};
-use pgtest::{Cluster, PgInstall};
+use pgcluster::{Cluster, PgInstall};
 use std::path::{Path, PathBuf};
 use wal::source::SegmentSet;
 use wal::{DecoderOptions, ImageMethod};
@@ -38,7 +38,7 @@ const BENCH_DB: &str = "demo_bench";
 /// The oldest server with `wal_compression = lz4 | zstd` (and the oldest WAL the `wal` crate reads).
 const MIN_MAJOR: u32 = 15;
 
-/// The tunnel section's link method: the issue's headline setting.
+/// The tunnel section's link method: the setting the tunnel's figures lead with.
 const TUNNEL_METHOD: &str = "zstd:1";
 
 /// Candidates the demo's advisor table compares.
@@ -53,10 +53,10 @@ const DEMO_CANDIDATES: &str = "none,pglz,lz4,zstd,zstd:-1,zstd:1,zstd:6,zstd:9,l
 pub fn compare(a: &Options, p: &dyn Progress) -> Result<Demo> {
     p.step("looking for PostgreSQL".into());
     let install =
-        PgInstall::find().with_context(|| match std::env::var_os(pgtest::BINDIR_ENV) {
+        PgInstall::find().with_context(|| match std::env::var_os(pgcluster::BINDIR_ENV) {
             Some(dir) => format!(
                 "{}={} is not a usable PostgreSQL bin directory; fix or unset it",
-                pgtest::BINDIR_ENV,
+                pgcluster::BINDIR_ENV,
                 dir.to_string_lossy()
             ),
             None => format!("the demo runs a throwaway PostgreSQL {MIN_MAJOR}+ server"),
@@ -192,7 +192,7 @@ fn logical_section(p: &dyn Progress) -> Result<LogicalSpill> {
 /// Stored bytes of the off run's segments with `pgcompress archive push` (default method), `gzip -6` and
 /// `zstd -3`, each file pushed by its own process; a program that is not installed is left out.
 fn archive_off_run(me: &Path, segments: &[PathBuf]) -> Result<ArchiveComparison> {
-    use crate::archive::{stored_bytes, Tool, GZIP, ZSTD};
+    use crate::archive_tools::{stored_bytes, Tool, GZIP, ZSTD};
     let mut original = 0;
     for s in segments {
         original += std::fs::metadata(s)
@@ -235,7 +235,7 @@ fn one_run(
     let setting = guc_value(m);
     let clients = a.clients.to_string();
     let transactions = a.transactions.to_string();
-    let seed = format!("--random-seed={}", pgtest::workload::PGBENCH_SEED);
+    let seed = format!("--random-seed={}", pgcluster::workload::PGBENCH_SEED);
     let run = isolated_run(
         cluster,
         server,

@@ -1,38 +1,14 @@
-//! Arguments of `pgcompress bench ...` and `pgcompress demo`.
+//! Arguments of `pgcompress-bench ...`.
 
 use clap::{Args, Subcommand, ValueEnum};
 use std::path::PathBuf;
-
-#[derive(Args, Debug)]
-#[command(
-    after_help = "Starts a throwaway PostgreSQL 15+ cluster (found like the tests find it: $PGCOMPRESS_PG_BINDIR, \
-pg_config, initdb on PATH, /usr/lib/postgresql/*/bin), runs the same seeded pgbench workload after a \
-checkpoint once per wal_compression setting (off, pglz, lz4, zstd) on an identical copy of the data, and \
-reads each run's archived WAL. The cluster is stopped and deleted at the end, on error and on Ctrl-C.\n\n\
-Examples:\n  pgcompress demo\n  pgcompress demo --scale 10 --transactions 5000 --json\n\n\
-Exit status: 0 comparison printed; 2 PostgreSQL missing or failing, or a run's WAL not sound; 130 interrupted."
-)]
-pub struct DemoArgs {
-    /// pgbench scale factor of the workload (100,000 accounts per unit).
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1000))]
-    pub scale: u32,
-    /// Transactions per client per run.
-    #[arg(long, default_value_t = 1500, value_parser = clap::value_parser!(u32).range(1..))]
-    pub transactions: u32,
-    /// pgbench clients; with 1 the transaction sequence is the same in every run.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
-    pub clients: u32,
-    /// Print one JSON object instead of tables.
-    #[arg(long)]
-    pub json: bool,
-}
 
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
     /// `pgcompress wal stats` against `pg_waldump --stats` on the same segments.
     #[command(
         after_help = "Without PATH, writes --wal-mb of WAL (16 MB segments) on a throwaway cluster first.\n\n\
-Examples:\n  pgcompress bench read\n  pgcompress bench read --runs 9 /archive/wal"
+Examples:\n  pgcompress-bench read\n  pgcompress-bench read --runs 9 /archive/wal"
     )]
     Read(BenchReadArgs),
     /// The Greenplum wal_compression workloads under each setting, and the advisor's predictions checked.
@@ -46,7 +22,7 @@ Examples:\n  pgcompress bench read\n  pgcompress bench read --runs 9 /archive/wa
     Tunnel(BenchTunnelArgs),
 }
 
-/// Arguments of `pgcompress bench tunnel`.
+/// Arguments of `pgcompress-bench tunnel`.
 #[derive(Args, Debug)]
 #[command(after_help = "\
 Needs root (network namespaces). Creates two network namespaces joined by a veth pair, starts a throwaway \
@@ -63,12 +39,12 @@ lineitem through psql), pgbench-S and tpcb (8 clients, --pgbench-time seconds), 
 Unix socket, pg_restore -l, pg_verifybackup.\n\n\
 TPC-H data comes from tpchgen-cli, generated once per scale into --cache. scripts/bench-tools.sh installs \
 tpchgen-cli (from PyPI, or compiled from crates.io where pip has no wheel), socat and OpenSSH when missing; the bench runs it itself.\n\n\
-Examples:\n  pgcompress bench tunnel\n  \
-pgcompress bench tunnel --rate 50 --workloads load,restore --configs direct,zstd:1,auto,ssh\n  \
-pgcompress bench tunnel --scale 0.1 --json > tunnel.json\n  \
-pgcompress bench tunnel --rate none --workloads pgbench-S --configs socat,auto --pgbench-time 30\n  \
-pgcompress bench tunnel --rate none,50 --workloads narrow-copy,narrow-select,pgbench-S,tpcb \\\n      --configs direct,socat,zstd:1,auto\n  \
-pgcompress bench tunnel --html tunnel.html\n\n\
+Examples:\n  pgcompress-bench tunnel\n  \
+pgcompress-bench tunnel --rate 50 --workloads load,restore --configs direct,zstd:1,auto,ssh\n  \
+pgcompress-bench tunnel --scale 0.1 --json > tunnel.json\n  \
+pgcompress-bench tunnel --rate none --workloads pgbench-S --configs socat,auto --pgbench-time 30\n  \
+pgcompress-bench tunnel --rate none,50 --workloads narrow-copy,narrow-select,pgbench-S,tpcb \\\n      --configs direct,socat,zstd:1,auto\n  \
+pgcompress-bench tunnel --html tunnel.html\n\n\
 Exit status: 0 figures printed; 1 a run failed or its check did not match; 2 bad usage, PostgreSQL or a \
 tool missing or failing, not root.")]
 pub struct BenchTunnelArgs {
@@ -104,7 +80,7 @@ pub struct BenchTunnelArgs {
     pub html: Option<PathBuf>,
 }
 
-/// Arguments of `pgcompress bench spill`.
+/// Arguments of `pgcompress-bench spill`.
 #[derive(Args, Debug)]
 #[command(after_help = "\
 Starts a throwaway PostgreSQL 15+ cluster with wal_level = logical and logical_decoding_work_mem = 64kB (its \
@@ -120,10 +96,10 @@ Workloads: seed (one INSERT of 'Hello number n°'||i, --rows rows), bytea (rows/
 bytes, sent binary), wide (rows/10 rows of 40 columns), mix (2,000 small transactions, then 4 of rows/8 rows), \
 interleaved (two concurrent transactions of rows/4 rows with savepoint rollbacks), and large (rows/8 rows of \
 8 KiB out-of-line text, about 1 KB of changes per --rows; only when named).\n\n\
-Examples:\n  pgcompress bench spill\n  pgcompress bench spill --rows 100000 --workloads seed,bytea --json\n  \
-pgcompress bench spill --specs lz4,zstd:1 --work-mem 64MB\n  \
+Examples:\n  pgcompress-bench spill\n  pgcompress-bench spill --rows 100000 --workloads seed,bytea --json\n  \
+pgcompress-bench spill --specs lz4,zstd:1 --work-mem 64MB\n  \
 # one streamed transaction of over 1 GB, held with 64 MB of memory:\n  \
-pgcompress bench spill --workloads large --rows 1100000 --specs lz4 --work-mem 64MB\n\n\
+pgcompress-bench spill --workloads large --rows 1100000 --specs lz4 --work-mem 64MB\n\n\
 Exit status: 0 figures printed; 1 a replay missed or added rows; 2 bad usage, PostgreSQL missing or failing.")]
 pub struct BenchSpillArgs {
     /// Rows of the seed workload; the other workloads scale from it.
@@ -169,7 +145,7 @@ pub struct BenchReadArgs {
     pub json: bool,
 }
 
-/// Arguments of `pgcompress bench wal`.
+/// Arguments of `pgcompress-bench wal`.
 #[derive(Args, Debug)]
 pub struct BenchWalArgs {
     /// Multiplies every workload's rows (and pgbench's scale and transactions).
@@ -183,7 +159,7 @@ pub struct BenchWalArgs {
     pub json: bool,
 }
 
-/// Arguments of `pgcompress bench archive`.
+/// Arguments of `pgcompress-bench archive`.
 #[derive(Args, Debug)]
 #[command(after_help = "\
 Writes the corpora itself on a throwaway PostgreSQL 15+ cluster with wal_compression = off: full segments \
@@ -198,12 +174,12 @@ page faults per push and get (about one per 4 KiB of fresh memory touched), and 
 zst:3 and to xz -6 (times: median of \
 the per-segment ratios, below 1 is faster; ratio: above 1 stores less).\n\n\
 Needs pgbackrest, gzip, zstd and xz on PATH (scripts/setup.sh installs them).\n\n\
-Examples:\n  pgcompress bench archive\n  pgcompress bench archive --segments 16 --corpus text\n  \
-pgcompress bench archive --methods default,zstd:3,zstd:19,lz4 --json > archive.json\n  \
-pgcompress bench archive --rounds 3   # each time the median of 3 runs: for a shared machine\n  \
-pgcompress bench archive --segment-size 64   # clusters initialized with --wal-segsize=64\n  \
-pgcompress bench archive --sustained 150   # a busy primary, archived locally and to S3\n  \
-pgcompress bench archive --sustained 300 --stores local --rounds 2   # each tool twice, first once each\n\n\
+Examples:\n  pgcompress-bench archive\n  pgcompress-bench archive --segments 16 --corpus text\n  \
+pgcompress-bench archive --methods default,zstd:3,zstd:19,lz4 --json > archive.json\n  \
+pgcompress-bench archive --rounds 3   # each time the median of 3 runs: for a shared machine\n  \
+pgcompress-bench archive --segment-size 64   # clusters initialized with --wal-segsize=64\n  \
+pgcompress-bench archive --sustained 150   # a busy primary, archived locally and to S3\n  \
+pgcompress-bench archive --sustained 300 --stores local --rounds 2   # each tool twice, first once each\n\n\
 Exit status: 0 figures printed; 1 a restored file differs from the original; 2 bad usage, a tool missing or \
 failing.")]
 pub struct BenchArchiveArgs {

@@ -1,10 +1,12 @@
-//! `pgcompress bench archive` end to end: both corpora written on a real throwaway PostgreSQL, every tool
+//! `pgcompress-bench archive` end to end: both corpora written on a real throwaway PostgreSQL, every tool
 //! (pgcompress, pgBackRest, gzip, zstd, xz) pushing and restoring every segment. Checks the structure and the
 //! arithmetic of the report, never a timing.
 //!
 //! The cluster has 1 MB segments (`--segment-size 1`): the code path is the one 16 MB segments take, and
 //! `xz -6`, which needs about 30 CPU seconds for one 16 MB segment of the text corpus, would otherwise
 //! take most of the CI budget.
+
+mod support;
 
 use serde_json::Value;
 use std::process::Command;
@@ -42,9 +44,8 @@ const SEGMENT_MB: u64 = 1;
 
 #[test]
 fn bench_archive_measures_every_tool_on_both_corpora() {
-    let out = Command::new(env!("CARGO_BIN_EXE_pgcompress"))
+    let out = support::bench()
         .args([
-            "bench",
             "archive",
             "--segments",
             "2",
@@ -158,8 +159,8 @@ fn bench_archive_measures_every_tool_on_both_corpora() {
 #[test]
 fn bench_archive_refuses_a_bad_method_list() {
     for methods in ["zstd:99", "default,,lz4", "default,default", "brotli"] {
-        let out = Command::new(env!("CARGO_BIN_EXE_pgcompress"))
-            .args(["bench", "archive", "--methods", methods])
+        let out = support::bench()
+            .args(["archive", "--methods", methods])
             .output()
             .expect("pgcompress runs");
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -173,8 +174,8 @@ fn bench_archive_refuses_a_bad_method_list() {
 #[test]
 fn bench_archive_refuses_a_segment_size_initdb_refuses() {
     for size in ["0", "3", "2048", "16MB"] {
-        let out = Command::new(env!("CARGO_BIN_EXE_pgcompress"))
-            .args(["bench", "archive", "--segment-size", size])
+        let out = support::bench()
+            .args(["archive", "--segment-size", size])
             .output()
             .expect("pgcompress runs");
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -190,9 +191,8 @@ fn bench_archive_refuses_a_segment_size_initdb_refuses() {
 /// run archived something, stored every segment it reports, and recovered the primary's data; no timing.
 #[test]
 fn bench_archive_sustained_archives_and_recovers_with_both_tools_on_both_stores() {
-    let out = Command::new(env!("CARGO_BIN_EXE_pgcompress"))
+    let out = support::bench()
         .args([
-            "bench",
             "archive",
             "--sustained",
             "5",
@@ -262,8 +262,8 @@ fn bench_archive_sustained_archives_and_recovers_with_both_tools_on_both_stores(
 fn bench_archive_sustained_ends_on_sigterm() {
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pgcompress"))
-        .args(["bench", "archive", "--sustained", "5", "--stores", "local"])
+    let mut child = support::bench()
+        .args(["archive", "--sustained", "5", "--stores", "local"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

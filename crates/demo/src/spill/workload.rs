@@ -2,7 +2,7 @@
 //! table of its own so that its publication carries its changes alone.
 
 use crate::error::{Context, Error, Result};
-use pgtest::Cluster;
+use pgcluster::Cluster;
 
 /// One workload: its table, how it fills it, and how pgoutput should send it.
 #[derive(Clone, Copy, Debug)]

@@ -4,7 +4,7 @@
 use crate::error::{Error, IoContext, Result};
 use crate::timing::timed;
 use codec::Spec;
-use pgtest::Cluster;
+use pgcluster::Cluster;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::str::FromStr;
@@ -46,7 +46,7 @@ impl Tool {
     }
 
     /// The program that must be on PATH (pgcompress is this executable).
-    pub(crate) fn program(&self) -> Option<&'static str> {
+    pub fn program(&self) -> Option<&'static str> {
         match self {
             Tool::Pgcompress(_) => None,
             Tool::Pgbackrest(..) => Some("pgbackrest"),
@@ -56,8 +56,9 @@ impl Tool {
 }
 
 /// Where one tool keeps its files during the run.
-pub(crate) struct Place {
-    pub(crate) tool: Tool,
+pub struct Place {
+    /// The tool that keeps them.
+    pub tool: Tool,
     /// The repository (pgcompress, pgBackRest) or the directory of compressed files (programs).
     repo: PathBuf,
     /// pgBackRest's configuration file.
@@ -81,7 +82,7 @@ impl Place {
     }
 
     /// The archive command for `segment`, and the file its standard output goes to.
-    pub(crate) fn push(&self, me: &Path, segment: &Path) -> (Command, Option<PathBuf>) {
+    pub fn push(&self, me: &Path, segment: &Path) -> (Command, Option<PathBuf>) {
         let name = file_name(segment);
         match &self.tool {
             Tool::Pgcompress(method) => {
@@ -106,7 +107,7 @@ impl Place {
     }
 
     /// The restore command for segment `name` into `dest`, and the file its standard output goes to.
-    pub(crate) fn get(&self, me: &Path, name: &str, dest: &Path) -> (Command, Option<PathBuf>) {
+    pub fn get(&self, me: &Path, name: &str, dest: &Path) -> (Command, Option<PathBuf>) {
         match &self.tool {
             Tool::Pgcompress(_) => {
                 let mut c = Command::new(me);
@@ -142,7 +143,7 @@ impl Place {
     }
 
     /// Bytes the tool stored for segment `name`.
-    pub(crate) fn stored(&self, name: &str) -> Result<u64> {
+    pub fn stored(&self, name: &str) -> Result<u64> {
         let path = self.stored_path(name)?;
         Ok(std::fs::metadata(&path)
             .io(|| format!("{} stored nothing at {}", self.tool.label(), path.display()))?
@@ -150,7 +151,7 @@ impl Place {
     }
 
     /// Deletes what the tool stored for segment `name`, so that the next push of it does the whole work again.
-    pub(crate) fn forget(&self, name: &str) -> Result<()> {
+    pub fn forget(&self, name: &str) -> Result<()> {
         let path = self.stored_path(name)?;
         std::fs::remove_file(&path).io(|| format!("deleting {}", path.display()))
     }
@@ -191,26 +192,22 @@ fn find_prefixed(dir: &Path, prefix: &str) -> Result<Option<PathBuf>> {
     Ok(None)
 }
 
-pub(crate) fn file_name(p: &Path) -> String {
+/// The last component of `p`, for messages and names.
+pub fn file_name(p: &Path) -> String {
     p.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
 }
 
 /// A directory the server user can write into.
-pub(crate) fn mkdir_for_server(dir: &Path) -> Result<()> {
+pub fn mkdir_for_server(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).io(|| format!("creating {}", dir.display()))?;
-    pgtest::run::chown_to_server_user(dir)?;
+    pgcluster::run::chown_to_server_user(dir)?;
     Ok(())
 }
 
 /// Repositories for every tool, and a stanza for every pgBackRest compress type (while the server runs).
-pub(crate) fn prepare(
-    me: &Path,
-    tools: &[Tool],
-    cluster: &Cluster,
-    root: &Path,
-) -> Result<Vec<Place>> {
+pub fn prepare(me: &Path, tools: &[Tool], cluster: &Cluster, root: &Path) -> Result<Vec<Place>> {
     let mut places = Vec::new();
     for (i, tool) in tools.iter().enumerate() {
         let dir = root.join(format!("tool{i}"));
@@ -234,10 +231,10 @@ pub(crate) fn prepare(
                     data = cluster.data_dir().display(),
                     sock = cluster.socket_dir().display(),
                     port = cluster.port(),
-                    user = pgtest::SUPERUSER,
+                    user = pgcluster::SUPERUSER,
                 );
                 std::fs::write(&conf, text).io(|| format!("writing {}", conf.display()))?;
-                pgtest::run::chown_to_server_user(&conf)?;
+                pgcluster::run::chown_to_server_user(&conf)?;
                 let place = Place {
                     tool: tool.clone(),
                     repo: repo.clone(),
@@ -261,7 +258,7 @@ pub(crate) fn prepare(
 }
 
 /// The first line of `--version` (pgBackRest: `version`).
-pub(crate) fn tool_version(tool: &Tool) -> String {
+pub fn tool_version(tool: &Tool) -> String {
     let output = match tool {
         Tool::Pgcompress(_) => return format!("pgcompress {}", env!("CARGO_PKG_VERSION")),
         Tool::Pgbackrest(..) => Command::new("pgbackrest").arg("version").output(),
@@ -297,7 +294,10 @@ pub fn stored_bytes(
         if matches!(tool, Tool::Pgbackrest(..)) {
             return Err(Error::NoPgbackrest);
         }
-        if tool.program().is_some_and(|p| pgtest::which(p).is_none()) {
+        if tool
+            .program()
+            .is_some_and(|p| pgcluster::which(p).is_none())
+        {
             continue;
         }
         let repo = dir.join(format!("tool{i}"));

@@ -1,4 +1,4 @@
-//! `pgcompress bench spill`: what large transactions cost on disk when PostgreSQL spills them itself
+//! `pgcompress-bench spill`: what large transactions cost on disk when PostgreSQL spills them itself
 //! (pgoutput `streaming` off, `pg_stat_replication_slots.spill_bytes`) against our consumer-side spill of
 //! the streamed transactions (`streaming` on, [`logical::Assembler`]) with each compression, in one run.
 //!
@@ -26,7 +26,7 @@ pub use workload::{Workload, ALL as WORKLOADS, DEFAULT as DEFAULT_WORKLOADS};
 use crate::error::{Context, Error, IoContext, Result};
 use crate::sys::cpu_model;
 use crate::{check_cancelled, Progress};
-use pgtest::{Cluster, PgInstall};
+use pgcluster::{Cluster, PgInstall};
 use std::time::Instant;
 
 /// Spill compressions measured unless `--specs` says otherwise.

@@ -29,7 +29,7 @@ pub enum Error {
     },
     /// Finding, starting, driving or stopping the throwaway cluster failed.
     #[error(transparent)]
-    Cluster(#[from] pgtest::Error),
+    Cluster(#[from] pgcluster::Error),
     /// A file or directory operation failed.
     #[error("{context}")]
     Io {
@@ -101,7 +101,7 @@ pub enum Error {
     UnsupportedWorkload(&'static str),
     /// Programs the benchmark runs are not installed.
     #[error(
-        "{command} needs {} on PATH; install with scripts/setup.sh (Debian: apt-get install {})",
+        "{command} needs {} on PATH; install with scripts/setup.sh (Debian packages: {})",
         .programs.join(", "),
         .packages.join(" ")
     )]
@@ -133,7 +133,7 @@ pub enum Error {
     #[error(
         "PostgreSQL {found} found in {}; {command} needs {need} or later ({why}); install it or set {} to its bin directory",
         .bindir.display(),
-        pgtest::BINDIR_ENV
+        pgcluster::BINDIR_ENV
     )]
     ServerTooOld {
         /// The command ("bench wal", "the demo").
@@ -241,7 +241,7 @@ impl Error {
 }
 
 /// Adds what was being done to an error, as [`Error::Context`].
-pub(crate) trait Context<T> {
+pub trait Context<T> {
     /// Wraps the error with `context`.
     fn context(self, context: impl Into<String>) -> Result<T>;
     /// Wraps the error with the text `f` makes, made only on failure.
@@ -265,7 +265,7 @@ impl<T, E: Into<Error>> Context<T> for std::result::Result<T, E> {
 }
 
 /// Names the path an I/O error happened on, as [`Error::Io`].
-pub(crate) trait IoContext<T> {
+pub trait IoContext<T> {
     /// Wraps the error with the text `f` makes ("reading /x/y"), made only on failure.
     fn io(self, f: impl FnOnce() -> String) -> Result<T>;
 }
@@ -281,7 +281,7 @@ impl<T> IoContext<T> for std::io::Result<T> {
 
 /// An error with its causes as the binary prints them (`{:#}` of anyhow): every error's own
 /// words, joined with ": ".
-pub(crate) fn chain(e: &Error) -> String {
+pub fn chain(e: &Error) -> String {
     let mut out = e.to_string();
     let mut cur: &dyn std::error::Error = e;
     while let Some(s) = cur.source() {

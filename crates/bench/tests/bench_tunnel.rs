@@ -1,11 +1,12 @@
-//! `pgcompress bench tunnel` end to end at a tiny scale: network namespaces, PostgreSQL in one, the
+//! `pgcompress-bench tunnel` end to end at a tiny scale: network namespaces, PostgreSQL in one, the
 //! clients in the other, the link counted by the kernel. Checked from `--json`: every run asked for is
 //! there, bytes went over the veth, every check passed, and zstd:1 put fewer bytes on the link than a
 //! direct connection on the load. No timing is checked. Needs root (namespaces); tpchgen-cli, socat
 //! and OpenSSH come from scripts/bench-tools.sh, which the bench runs when they are missing.
 
+mod support;
+
 use serde_json::Value;
-use std::process::Command;
 
 const CONFIGS: [&str; 4] = ["direct", "socat", "tunnel zstd:1", "ssh -C"];
 const WORKLOADS: [&str; 3] = ["load", "copy-out", "pgbench-S"];
@@ -26,15 +27,12 @@ fn bytes(r: &Value) -> (u64, u64) {
 
 #[test]
 fn bench_tunnel_measures_every_configuration_on_the_veth() {
-    if !is_root() {
-        eprintln!("skipped: bench tunnel needs root for network namespaces");
+    if !namespaces_or_skip() {
         return;
     }
     let cache = tempfile::tempdir().expect("tempdir");
-    let out = Command::new(env!("CARGO_BIN_EXE_pgcompress"))
-        .args([
-            "bench", "tunnel", "--json", "--scale", "0.01", "--rate", "none",
-        ])
+    let out = support::bench()
+        .args(["tunnel", "--json", "--scale", "0.01", "--rate", "none"])
         .args(["--configs", "direct,socat,zstd:1,ssh"])
         .args(["--workloads", &WORKLOADS.join(",")])
         .args(["--pgbench-time", "2", "--pgbench-scale", "1"])
@@ -89,6 +87,23 @@ fn bench_tunnel_measures_every_configuration_on_the_veth() {
         cpu.get("tunnel client").is_some() && cpu.get("tunnel server").is_some(),
         "{cpu}"
     );
+}
+
+/// Whether the bench can build its namespaces here. As root it must: a root run that cannot is a
+/// failure with the reason, never a skip. Not root, the test fails with the reason under `CI=true` (a CI
+/// machine runs every test) and elsewhere says why it skips.
+fn namespaces_or_skip() -> bool {
+    let why = match pgtest::netns::NetLink::unavailable_reason() {
+        None => return true,
+        Some(why) => why,
+    };
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    assert!(
+        !is_root() && !ci,
+        "bench tunnel needs network namespaces (root, ip, tc) and cannot make them: {why}"
+    );
+    eprintln!("skipped: bench tunnel needs root for network namespaces: {why}");
+    false
 }
 
 /// True when the effective uid (the second field of `Uid:` in /proc/self/status) is 0.

@@ -3,10 +3,10 @@
 //! set against the PostgreSQL protocol bytes a direct connection carries.
 
 use crate::error::{Error, Result};
+use crate::pair::{Pair, PairOptions};
 use crate::sys::hash_stdout;
-use crate::tunnel::{Pair, PairOptions};
 use advise::fmt::bytes;
-use pgtest::Cluster;
+use pgcluster::Cluster;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -78,8 +78,15 @@ fn copy_out(cluster: &Cluster, db: &str, host: &str, port: u16) -> Result<(u64, 
     let what = format!("psql -h {host} -p {port} -c {COPY:?}");
     let started = Instant::now();
     let mut cmd = cluster.command("psql");
-    cmd.args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-U", pgtest::SUPERUSER])
-        .args(["-h", host, "-p", &port.to_string(), "-d", db, "-c", COPY]);
+    cmd.args([
+        "-X",
+        "-q",
+        "-v",
+        "ON_ERROR_STOP=1",
+        "-U",
+        pgcluster::SUPERUSER,
+    ])
+    .args(["-h", host, "-p", &port.to_string(), "-d", db, "-c", COPY]);
     let (len, hex) = hash_stdout(&mut cmd, &what)?;
     Ok((len, hex, started.elapsed().as_secs_f64()))
 }

@@ -7,13 +7,13 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 /// How long a process may take to say it listens.
-pub(super) const START_TIMEOUT: Duration = Duration::from_secs(20);
+pub const START_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Starts `cmd` (`program`, for errors; `what`, the step) with standard error piped and waits until a
 /// line containing `ready` appears. Returns the child and either the lines it printed until then or,
 /// when it exited or timed out first, why; the caller stops the child then, as it knows how. Standard
 /// error is drained afterwards so the process never blocks on a full pipe.
-pub(super) fn spawn_until(
+pub fn spawn_until(
     cmd: &mut Command,
     program: &str,
     what: &str,

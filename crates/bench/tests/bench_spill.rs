@@ -1,8 +1,9 @@
-//! `pgcompress bench spill` end to end against a real throwaway PostgreSQL: the server's own spill beside
-//! ours, checked from `--json`. Ratios are checked against the acceptance bounds; no timing is.
+//! `pgcompress-bench spill` end to end against a real throwaway PostgreSQL: the server's own spill beside
+//! ours, checked from `--json`. Ratios are checked against the bounds the spill must meet; no timing is.
+
+mod support;
 
 use serde_json::Value;
-use std::process::Command;
 
 fn u(v: &Value, k: &str) -> u64 {
     v[k].as_u64()
@@ -14,10 +15,10 @@ fn f(v: &Value, k: &str) -> f64 {
         .unwrap_or_else(|| panic!("{k} missing or not a number in {v}"))
 }
 
-/// Runs `pgcompress bench spill ARGS --json` and returns the report.
+/// Runs `pgcompress-bench spill ARGS --json` and returns the report.
 fn bench_spill(args: &[&str]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_pgcompress"))
-        .args(["bench", "spill", "--json"])
+    let out = support::bench()
+        .args(["spill", "--json"])
         .args(args)
         .output()
         .expect("pgcompress runs");
@@ -104,7 +105,7 @@ fn bench_spill_sets_our_spill_beside_the_servers() {
             );
         }
     }
-    // The seed workload: the bounds on our spill against the raw change bytes.
+    // The seed workload: the bounds on our spill against the raw change bytes.
     let seed = workload(&doc, "seed");
     assert_eq!(u(seed, "rows_inserted"), 20000);
     let lz4 = f(ours(seed, "lz4"), "ratio");
@@ -135,8 +136,8 @@ fn bench_spill_refuses_unknown_workloads_and_specs() {
         (["--workloads", "seed,nope"], "nope"),
         (["--specs", "lz4,brotli"], "--specs"),
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_pgcompress"))
-            .args(["bench", "spill", "--rows", "1000"])
+        let out = support::bench()
+            .args(["spill", "--rows", "1000"])
             .args(args)
             .output()
             .expect("pgcompress runs");

@@ -158,7 +158,7 @@ pub fn server_cpu_s(postmaster: u32) -> Option<f64> {
 }
 
 /// Sends `sig` to `pid`; a process already gone is not an error.
-pub(crate) fn signal(pid: u32, sig: nix::sys::signal::Signal) {
+pub fn signal(pid: u32, sig: nix::sys::signal::Signal) {
     if let Ok(p) = i32::try_from(pid) {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), sig);
     }
@@ -171,12 +171,12 @@ fn state(pid: u32) -> Option<char> {
 }
 
 /// Running: present and not a zombie.
-pub(crate) fn alive(pid: u32) -> bool {
+pub fn alive(pid: u32) -> bool {
     state(pid).is_some_and(|s| s != 'Z')
 }
 
 /// Present in /proc, zombies included.
-pub(crate) fn present(pid: u32) -> bool {
+pub fn present(pid: u32) -> bool {
     state(pid).is_some()
 }
 
@@ -304,7 +304,7 @@ pub fn hash_stdout(cmd: &mut Command, what: &str) -> Result<(u64, String)> {
 }
 
 /// CPU ticks the machine spent working (user, nice, system, irq, softirq), from /proc/stat.
-pub(crate) fn busy_ticks() -> Option<u64> {
+pub fn busy_ticks() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/stat").ok()?;
     let f: Vec<u64> = text
         .lines()

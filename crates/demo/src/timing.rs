@@ -83,7 +83,7 @@ pub fn measure(cmd: &[String]) -> Result<Timing> {
 /// it, file creation included (the shell of an archive_command opens that file too). Fails on a non-zero exit
 /// with the first line the program printed on stderr.
 pub fn timed(mut cmd: Command, stdout: Option<&Path>, what: &str) -> Result<Timing> {
-    pgtest::run::as_server_user(&mut cmd)?;
+    pgcluster::run::as_server_user(&mut cmd)?;
     cmd.stdin(Stdio::null()).stderr(Stdio::piped());
     let (cpu0, faults0) = children_usage();
     let began = Instant::now();
