@@ -13,7 +13,6 @@ pub mod log;
 mod meter;
 mod metrics;
 mod pump;
-pub mod scrape;
 mod sender;
 mod server;
 pub mod stats;
