@@ -3,7 +3,8 @@
 //!
 //! Belongs here: the `--metrics` endpoint's request rules ([`scrape`], sans-IO, fuzzed), the
 //! threaded endpoint that answers by them ([`endpoint`]), and what the kernel says about this
-//! process ([`process`], the `process_*` metrics).
+//! process ([`process`], the `process_*` metrics), and the pid and lock files that make one
+//! process the owner of a role ([`pidlock`]).
 //!
 //! Does not belong here: anything about PostgreSQL's protocols, WAL or the archive format (the
 //! crates for those depend on this one, never the reverse), the tunnel's async endpoint on its
@@ -13,6 +14,7 @@
 
 pub mod endpoint;
 pub mod error;
+pub mod pidlock;
 pub mod process;
 pub mod scrape;
 

@@ -1,5 +1,18 @@
-/// Reads a file of at most 4 KiB as text.
-fn read_small(path: &Path) -> Option<String> {
+//! Pid and lock files of a long-running command: one process owns a role (serving a spool,
+//! prefetching into it) while it holds an exclusive `flock` on a lock file and a pid file names
+//! it. A probe tries the lock shared, so it never looks like an owner to another probe; a
+//! process starting waits up to [`START_WAIT`] for a lock held by nobody named in the pid file.
+
+use std::fs::{File, OpenOptions};
+use std::io::{ErrorKind, Read};
+use std::path::Path;
+
+use nix::fcntl::{Flock, FlockArg};
+
+use crate::error::ServiceError;
+
+/// Reads a file of at most 4 KiB as text (a pid file, a status line).
+pub fn read_small(path: &Path) -> Option<String> {
     let f = File::open(path).ok()?;
     let mut text = String::new();
     f.take(4096).read_to_string(&mut text).ok()?;
@@ -11,13 +24,13 @@ fn read_small(path: &Path) -> Option<String> {
 pub const START_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Whether the file at `pid` names this process.
-fn names_me(pid: &Path) -> bool {
+pub fn names_me(pid: &Path) -> bool {
     read_small(pid).as_deref().map(str::trim) == Some(std::process::id().to_string().as_str())
 }
 
 /// Whether `lock` is held and `pid` names a live process. The lock is tried shared, so a
 /// probe never looks like an owner to another probe.
-fn held(lock: &Path, pid: &Path) -> Result<bool, ArchiveError> {
+pub fn held(lock: &Path, pid: &Path) -> Result<bool, ServiceError> {
     let Some(owner) = read_small(pid).and_then(|t| t.trim().parse::<u32>().ok()) else {
         return Ok(false);
     };
@@ -28,21 +41,21 @@ fn held(lock: &Path, pid: &Path) -> Result<bool, ArchiveError> {
     let file = match File::open(lock) {
         Ok(f) => f,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(ArchiveError::io("opening", lock)(e)),
+        Err(e) => return Err(ServiceError::io("opening", lock)(e)),
     };
     match Flock::lock(file, FlockArg::LockSharedNonblock) {
         Ok(_) => Ok(false),
         Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(true),
-        Err((_, e)) => Err(ArchiveError::io("locking", lock)(e.into())),
+        Err((_, e)) => Err(ServiceError::io("locking", lock)(e.into())),
     }
 }
 
 /// Takes a lock with `try_lock`, trying again for up to [`START_WAIT`] while `served` says no
 /// live process owns it; `None` once one does.
-fn take<L>(
-    try_lock: impl Fn() -> Result<Option<L>, ArchiveError>,
-    served: impl Fn() -> Result<bool, ArchiveError>,
-) -> Result<Option<L>, ArchiveError> {
+pub fn take<L, E>(
+    try_lock: impl Fn() -> Result<Option<L>, E>,
+    served: impl Fn() -> Result<bool, E>,
+) -> Result<Option<L>, E> {
     let until = std::time::Instant::now() + START_WAIT;
     loop {
         if let Some(lock) = try_lock()? {
@@ -57,16 +70,16 @@ fn take<L>(
 
 /// An exclusive lock on the file at `path` (created if missing, never truncated), held until
 /// dropped; `None` when another process holds it.
-fn try_lock_file(path: &Path) -> Result<Option<Flock<File>>, ArchiveError> {
+pub fn try_lock_file(path: &Path) -> Result<Option<Flock<File>>, ServiceError> {
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(path)
-        .map_err(ArchiveError::io("opening", path))?;
+        .map_err(ServiceError::io("opening", path))?;
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(lock) => Ok(Some(lock)),
         Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
-        Err((_, e)) => Err(ArchiveError::io("locking", path)(e.into())),
+        Err((_, e)) => Err(ServiceError::io("locking", path)(e.into())),
     }
 }

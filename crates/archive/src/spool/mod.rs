@@ -23,11 +23,12 @@ mod prefetch;
 mod serve;
 mod wait;
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{ErrorKind, Read};
+use std::fs::{self, File};
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use nix::fcntl::{Flock, FlockArg};
+use nix::fcntl::Flock;
+use service::pidlock::{held, names_me, read_small, take, try_lock_file};
 
 use crate::container::hex;
 use crate::error::ArchiveError;
@@ -111,12 +112,12 @@ impl Spool {
     /// that moment, and a server that holds the lock but has not yet written its id is not
     /// taken for one that serves.
     pub fn served(&self) -> Result<bool, ArchiveError> {
-        held(&self.dir.join("serve.lock"), &self.pid_path())
+        Ok(held(&self.dir.join("serve.lock"), &self.pid_path())?)
     }
 
     /// Takes the serving lock and records this process in `serve.pid`; `None` when another
     /// live process serves the spool. A lock held without a live owner in `serve.pid` is a
-    /// probe or a server starting: it is tried again for up to [`START_WAIT`].
+    /// probe or a server starting: it is tried again for up to [`service::pidlock::START_WAIT`].
     pub fn take_serving(&self) -> Result<Option<ServeLock>, ArchiveError> {
         let lock = take(|| self.try_lock(), || self.served())?;
         if lock.is_some() {
