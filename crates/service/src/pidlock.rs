@@ -83,3 +83,43 @@ pub fn try_lock_file(path: &Path) -> Result<Option<Flock<File>>, ServiceError> {
         Err((_, e)) => Err(ServiceError::io("locking", path)(e.into())),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_owner_is_a_held_lock_and_a_pid_file_naming_a_live_process() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (lock, pid) = (dir.path().join("x.lock"), dir.path().join("x.pid"));
+        // Neither file yet: nobody owns it, and a probe creates nothing.
+        assert!(!held(&lock, &pid).expect("probe"));
+        assert!(!lock.exists());
+        let taken = try_lock_file(&lock).expect("lock").expect("free");
+        // Held, but no pid file: a process starting, not an owner.
+        assert!(!held(&lock, &pid).expect("probe"));
+        assert!(try_lock_file(&lock).expect("lock").is_none(), "taken twice");
+        std::fs::write(&pid, format!("{}\n", std::process::id())).expect("pid");
+        assert!(names_me(&pid));
+        assert!(held(&lock, &pid).expect("probe"));
+        // An owner is not waited for: take gives up at once.
+        let none = take(|| try_lock_file(&lock), || held(&lock, &pid)).expect("take");
+        assert!(none.is_none());
+        drop(taken);
+        // Released: the pid file alone names no owner, and the lock can be taken again.
+        assert!(!held(&lock, &pid).expect("probe"));
+        let again = take(|| try_lock_file(&lock), || held(&lock, &pid)).expect("take");
+        assert!(again.is_some());
+    }
+
+    #[test]
+    fn a_pid_file_naming_another_or_nothing_is_not_ours() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pid = dir.path().join("x.pid");
+        assert!(!names_me(&pid));
+        std::fs::write(&pid, "not a pid\n").expect("pid");
+        assert!(!names_me(&pid));
+        std::fs::write(&pid, format!("{}\n", std::process::id() + 1)).expect("pid");
+        assert!(!names_me(&pid));
+    }
+}
