@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use wire::scrape::{request, response, Request, MAX_REQUEST};
+use service::scrape::{request, response, Request, MAX_REQUEST};
 
 fuzz_target!(|data: &[u8]| {
     // Byte 0: the size of each read (1 to 256); the rest: what the scraper sends.

@@ -287,6 +287,9 @@ create it once with `pgcompress archive init --repo {location} --pgdata DATA_DIR
         /// What is wrong with it.
         source: crate::identity::IdentityError,
     },
+    /// A pid or lock file of a long-running command (a spool's `serve.lock`, `fetch.pid`).
+    #[error(transparent)]
+    Service(#[from] service::ServiceError),
 }
 
 impl ArchiveError {

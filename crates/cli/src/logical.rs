@@ -70,7 +70,7 @@ fn recv(args: RecvArgs) -> Result<ExitCode> {
     let scrape = args
         .metrics
         .as_deref()
-        .map(wire::net::scrape::bind)
+        .map(service::endpoint::bind)
         .transpose()?;
     let terminal = std::io::stderr().is_terminal();
     // Without a terminal (a service's log) and without --json: plain lines, one per status
@@ -100,7 +100,7 @@ fn recv(args: RecvArgs) -> Result<ExitCode> {
     let latest = Arc::new(Mutex::new(r.progress()));
     if let Some(listener) = scrape {
         let shown = Arc::clone(&latest);
-        wire::net::scrape::serve(listener, move || {
+        service::endpoint::serve(listener, move || {
             let p = *shown.lock().unwrap_or_else(PoisonError::into_inner);
             render_metrics(&p)
         });

@@ -20,7 +20,6 @@ pub mod frontend;
 pub mod link;
 #[cfg(feature = "net")]
 pub mod net;
-pub mod scrape;
 pub mod startup;
 
 pub use error::{FrameError, FrameErrorKind, LinkError};

@@ -23,11 +23,12 @@ mod prefetch;
 mod serve;
 mod wait;
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{ErrorKind, Read};
+use std::fs::{self, File};
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use nix::fcntl::{Flock, FlockArg};
+use nix::fcntl::Flock;
+use service::pidlock::{held, names_me, read_small, take, try_lock_file};
 
 use crate::error::ArchiveError;
 
@@ -110,12 +111,12 @@ impl Spool {
     /// that moment, and a server that holds the lock but has not yet written its id is not
     /// taken for one that serves.
     pub fn served(&self) -> Result<bool, ArchiveError> {
-        held(&self.dir.join("serve.lock"), &self.pid_path())
+        Ok(held(&self.dir.join("serve.lock"), &self.pid_path())?)
     }
 
     /// Takes the serving lock and records this process in `serve.pid`; `None` when another
     /// live process serves the spool. A lock held without a live owner in `serve.pid` is a
-    /// probe or a server starting: it is tried again for up to [`START_WAIT`].
+    /// probe or a server starting: it is tried again for up to [`service::pidlock::START_WAIT`].
     pub fn take_serving(&self) -> Result<Option<ServeLock>, ArchiveError> {
         let lock = take(|| self.try_lock(), || self.served())?;
         if lock.is_some() {
@@ -194,14 +195,6 @@ impl Spool {
     }
 }
 
-/// Reads a file of at most 4 KiB as text.
-fn read_small(path: &Path) -> Option<String> {
-    let f = File::open(path).ok()?;
-    let mut text = String::new();
-    f.take(4096).read_to_string(&mut text).ok()?;
-    Some(text)
-}
-
 /// Writes `dir/name` through a temporary file and a rename, so readers see all or nothing.
 /// Not fsynced: a marker lost in an OS crash only makes a push wait for the file to be
 /// stored again (an identical push succeeds).
@@ -255,69 +248,4 @@ pub fn xxh3_file(path: &Path) -> Result<[u8; 16], ArchiveError> {
         .for_each_window(|w| hasher.write(w))
         .map_err(read_err)?;
     Ok(hasher.finish_128().to_be_bytes())
-}
-
-/// How long a process starting to serve (or prefetch) waits for a lock held by nobody named
-/// in the pid file: a probe holds it for an instant, a starting process until it writes its id.
-pub const START_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Whether the file at `pid` names this process.
-fn names_me(pid: &Path) -> bool {
-    read_small(pid).as_deref().map(str::trim) == Some(std::process::id().to_string().as_str())
-}
-
-/// Whether `lock` is held and `pid` names a live process. The lock is tried shared, so a
-/// probe never looks like an owner to another probe.
-fn held(lock: &Path, pid: &Path) -> Result<bool, ArchiveError> {
-    let Some(owner) = read_small(pid).and_then(|t| t.trim().parse::<u32>().ok()) else {
-        return Ok(false);
-    };
-    // A live process has a /proc entry (a recycled id is caught by the lock being free).
-    if !Path::new("/proc").join(owner.to_string()).exists() {
-        return Ok(false);
-    }
-    let file = match File::open(lock) {
-        Ok(f) => f,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(ArchiveError::io("opening", lock)(e)),
-    };
-    match Flock::lock(file, FlockArg::LockSharedNonblock) {
-        Ok(_) => Ok(false),
-        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(true),
-        Err((_, e)) => Err(ArchiveError::io("locking", lock)(e.into())),
-    }
-}
-
-/// Takes a lock with `try_lock`, trying again for up to [`START_WAIT`] while `served` says no
-/// live process owns it; `None` once one does.
-fn take<L>(
-    try_lock: impl Fn() -> Result<Option<L>, ArchiveError>,
-    served: impl Fn() -> Result<bool, ArchiveError>,
-) -> Result<Option<L>, ArchiveError> {
-    let until = std::time::Instant::now() + START_WAIT;
-    loop {
-        if let Some(lock) = try_lock()? {
-            return Ok(Some(lock));
-        }
-        if served()? || std::time::Instant::now() >= until {
-            return Ok(None);
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
-
-/// An exclusive lock on the file at `path` (created if missing, never truncated), held until
-/// dropped; `None` when another process holds it.
-fn try_lock_file(path: &Path) -> Result<Option<Flock<File>>, ArchiveError> {
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)
-        .map_err(ArchiveError::io("opening", path))?;
-    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-        Ok(lock) => Ok(Some(lock)),
-        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
-        Err((_, e)) => Err(ArchiveError::io("locking", path)(e.into())),
-    }
 }

@@ -27,10 +27,11 @@ use std::time::{Duration, Instant};
 use nix::fcntl::Flock;
 
 use super::metrics::SpoolMetrics;
-use super::{list_names, read_small, write_in, write_replace, xxh3_file, Spool};
+use super::{list_names, write_in, write_replace, xxh3_file, Spool};
 use crate::error::ArchiveError;
 use crate::repo::Repository;
 use crate::retention::{parse_segment_name, Position};
+use service::pidlock::read_small;
 
 /// How the prefetching process runs.
 #[derive(Debug, Clone)]
@@ -81,13 +82,18 @@ impl Spool {
             .map_err(ArchiveError::io("creating", self.data_dir()))?;
         fs::create_dir_all(self.meta_dir())
             .map_err(ArchiveError::io("creating", self.meta_dir()))?;
-        super::try_lock_file(&self.dir.join("fetch.lock"))
+        Ok(service::pidlock::try_lock_file(
+            &self.dir.join("fetch.lock"),
+        )?)
     }
 
     /// Whether a process prefetches into this spool now: `fetch.pid` names a live process
     /// and the lock is held, checked as [`Spool::served`] checks the serving one.
     pub fn prefetching(&self) -> Result<bool, ArchiveError> {
-        super::held(&self.dir.join("fetch.lock"), &self.fetch_pid_path())
+        Ok(service::pidlock::held(
+            &self.dir.join("fetch.lock"),
+            &self.fetch_pid_path(),
+        )?)
     }
 
     /// Tells the prefetching process what was asked for last, and counts whether the queue
@@ -232,7 +238,8 @@ pub fn prefetch(
     metrics: Arc<SpoolMetrics>,
     stop: &AtomicBool,
 ) -> Result<bool, ArchiveError> {
-    let Some(_lock) = super::take(|| spool.try_fetch_lock(), || spool.prefetching())? else {
+    let Some(_lock) = service::pidlock::take(|| spool.try_fetch_lock(), || spool.prefetching())?
+    else {
         return Ok(false);
     };
     let pid = spool.fetch_pid_path();

@@ -197,7 +197,7 @@ fn spool_metrics(addr: Option<&str>) -> anyhow::Result<Arc<SpoolMetrics>> {
     let metrics = Arc::new(SpoolMetrics::new());
     if let Some(addr) = addr {
         let shown = Arc::clone(&metrics);
-        wire::net::scrape::serve(wire::net::scrape::bind(addr)?, move || shown.render());
+        service::endpoint::serve(service::endpoint::bind(addr)?, move || shown.render());
     }
     Ok(metrics)
 }

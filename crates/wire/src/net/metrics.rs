@@ -1,5 +1,5 @@
 //! The Prometheus endpoint of a half (`--metrics ADDR`): `GET /metrics` answers the half's
-//! counters in the text exposition format, by the rules of [`crate::scrape`], on the half's
+//! counters in the text exposition format, by the rules of [`service::scrape`], on the half's
 //! runtime, one request per connection.
 
 use std::borrow::Cow;
@@ -16,9 +16,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::error::NetError;
-use super::scrape::ProcessFacts;
 use super::stats::{Stats, StatsSnapshot};
-use crate::scrape::{self, Request, REQUEST_TIMEOUT};
+use service::scrape::{self, Request, REQUEST_TIMEOUT};
+use service::ProcessFacts;
 
 type Labels = Vec<(String, String)>;
 
@@ -50,7 +50,7 @@ pub(crate) fn spawn(listener: TcpListener, stats: Arc<Stats>) -> tokio::task::Jo
     })
 }
 
-/// Reads one request head and answers it, by the rules of [`crate::scrape`].
+/// Reads one request head and answers it, by the rules of [`service::scrape`].
 async fn answer(mut stream: TcpStream, stats: &Stats) -> std::io::Result<()> {
     let mut head = Vec::new();
     let mut chunk = [0u8; 1024];

@@ -14,7 +14,6 @@ mod meter;
 mod metrics;
 mod plain;
 mod pump;
-pub mod scrape;
 mod sender;
 mod server;
 pub mod stats;

@@ -2,7 +2,7 @@
 //! command's figures in the Prometheus text format, anything else 404, a request head past
 //! [`MAX_REQUEST`] 431; one request per connection. The tunnel's halves answer by them on
 //! their runtime, and the commands that run on threads (`archive serve`, `archive get
-//! --prefetch`, `logical recv`) with `net::scrape::serve`.
+//! --prefetch`, `logical recv`) with [`crate::endpoint::serve`].
 
 use std::time::Duration;
 
