@@ -1,15 +1,13 @@
 //! Every size flag takes the same units: bytes, or a number with kB, MB, GB or TB (powers of
 //! 1024, as PostgreSQL's memory settings), in any case, with or without an `i`. clap checks a
 //! value when it meets it, so `--help` after the flag shows whether the value was taken
-//! without running anything.
+//! without running anything. The lab's `pgcompress-bench spill --work-mem` takes the same parser
+//! (`service::size`), checked in the bench crate's own tests.
 
 use std::process::Command;
 
 /// The size flags, as the command line that carries one.
-const FLAGS: [&[&str]; 2] = [
-    &["logical", "recv", "--work-mem"],
-    &["bench", "spill", "--work-mem"],
-];
+const FLAGS: [&[&str]; 1] = [&["logical", "recv", "--work-mem"]];
 
 fn status(flag: &[&str], value: &str) -> (Option<i32>, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_pgcompress"))

@@ -4,7 +4,8 @@
 //! Belongs here: the `--metrics` endpoint's request rules ([`scrape`], sans-IO, fuzzed), the
 //! threaded endpoint that answers by them ([`endpoint`]), and what the kernel says about this
 //! process ([`process`], the `process_*` metrics), and the pid and lock files that make one
-//! process the owner of a role ([`pidlock`]).
+//! process the owner of a role ([`pidlock`]); and the syntax every command's flags share for
+//! sizes ([`size`]), so that `--work-mem 64MB` reads the same in `pgcompress` and the lab.
 //!
 //! Does not belong here: anything about PostgreSQL's protocols, WAL or the archive format (the
 //! crates for those depend on this one, never the reverse), the tunnel's async endpoint on its
@@ -17,6 +18,7 @@ pub mod error;
 pub mod pidlock;
 pub mod process;
 pub mod scrape;
+pub mod size;
 
 pub use error::ServiceError;
 pub use process::ProcessFacts;

@@ -115,7 +115,7 @@ pub struct RecvArgs {
     #[arg(long, value_name = "SPEC", default_value = "lz4", value_parser = parse_spill_spec)]
     pub spill_compression: Spec,
     /// Memory for in-progress transactions before they spill (kB, MB, GB).
-    #[arg(long, value_name = "SIZE", default_value = "64MB", value_parser = super::size::parse_memory_size)]
+    #[arg(long, value_name = "SIZE", default_value = "64MB", value_parser = service::size::parse_memory_size)]
     pub work_mem: usize,
     /// Output file, or - for standard output.
     #[arg(short = 'o', long, value_name = "FILE", default_value = "-")]

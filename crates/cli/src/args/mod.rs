@@ -3,7 +3,6 @@
 pub mod archive;
 pub mod demo;
 pub mod logical;
-pub mod size;
 pub mod tunnel;
 pub mod wal;
 

@@ -120,9 +120,9 @@ pub struct BenchSpillArgs {
     pub json: bool,
 }
 
-/// `bench spill --work-mem`: a size ([`super::size::parse_size`]) of at least 1kB.
+/// `bench spill --work-mem`: a size ([`service::size::parse_size`]) of at least 1kB.
 fn at_least_1k(s: &str) -> Result<u64, String> {
-    let n = super::size::parse_size(s)?;
+    let n = service::size::parse_size(s)?;
     if n < 1024 {
         return Err(format!("{s:?}: give at least 1kB, e.g. 64MB"));
     }
