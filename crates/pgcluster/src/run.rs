@@ -246,13 +246,12 @@ mod tests {
 
     #[test]
     fn timeout_kills_the_program() {
+        // Left alone, `sleep 30` would end with status 0: only the deadline makes this an error.
         let mut cmd = Command::new("sleep");
         cmd.arg("30");
-        let start = Instant::now();
         let err = run_as_current_user(&mut cmd, None, Duration::from_millis(200))
             .expect_err("should fail");
         assert!(matches!(err, Error::Timeout { .. }), "{err}");
-        assert!(start.elapsed() < Duration::from_secs(10));
     }
 
     #[test]
