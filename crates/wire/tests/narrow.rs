@@ -246,3 +246,21 @@ fn a_short_oltp_answer_costs_fewer_link_bytes_than_protocol_bytes_once_the_conte
     );
     assert!(decode_all(&mut dec, &all) == answers.concat(), "round trip");
 }
+
+#[test]
+fn a_short_statement_never_costs_more_than_verbatim_once_the_context_is_warm() {
+    // "BEGIN;" and "END;" (12 and 10 bytes) repeat what the context holds, but a zstd block
+    // of a repeat still costs about 10 bytes plus the chunk's 9 of headers: above their
+    // verbatim frames. Longer statements are compressed.
+    let statements = tpcb_statements(50);
+    let mut enc = LinkEncoder::new(F2B, SenderConfig::new(spec("zstd:1"))).expect("encoder");
+    enc.session_ready();
+    let sizes = link_bytes_per_flush(&mut enc, &statements);
+    for (s, &n) in statements.iter().zip(&sizes).skip(14) {
+        assert!(
+            n <= HEADER_LEN + s.len(),
+            "zstd:1: a {}-byte statement took {n} link bytes, more than verbatim",
+            s.len()
+        );
+    }
+}
