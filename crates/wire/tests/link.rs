@@ -620,31 +620,45 @@ fn encoder_and_decoder_can_move_between_threads() {
 }
 
 #[test]
-fn a_short_batch_travels_verbatim_even_after_a_compressed_one() {
-    let mut enc = LinkEncoder::new(F2B, SenderConfig::new(spec("zstd:1"))).expect("encoder");
-    enc.session_ready();
-    enc.push_bytes(Some(b'd'), &typed(b'd', &[b'x'; 20]))
-        .expect("push");
-    enc.flush().expect("flush");
-    assert_eq!(
-        frames(enc.output())[0].0,
-        frame::VERBATIM,
-        "a short batch is not compressed"
-    );
-    let n = enc.pending();
-    enc.consume(n);
-    enc.push_bytes(Some(b'd'), &typed(b'd', &[b'y'; 100]))
-        .expect("push");
-    enc.flush().expect("flush");
-    enc.push_bytes(Some(b'd'), &typed(b'd', &[b'z'; 20]))
-        .expect("push");
-    enc.flush().expect("flush");
-    enc.push_bytes(Some(b'c'), &typed(b'c', b"")).expect("push");
-    enc.push_bytes(Some(b'd'), &typed(b'd', &[b'w'; 20]))
-        .expect("push");
-    enc.flush().expect("flush");
-    let kinds: Vec<u8> = frames(enc.output()).iter().map(|f| f.0).collect();
-    assert_eq!(kinds, vec![frame::CHUNK, frame::VERBATIM, frame::VERBATIM]);
+fn a_short_batch_travels_verbatim_until_a_zstd_context_is_warm() {
+    for (m, after_warm) in [("zstd:1", frame::CHUNK), ("lz4", frame::VERBATIM)] {
+        let mut enc = LinkEncoder::new(F2B, SenderConfig::new(spec(m))).expect("encoder");
+        enc.session_ready();
+        enc.push_bytes(Some(b'd'), &typed(b'd', &[b'x'; 20]))
+            .expect("push");
+        enc.flush().expect("flush");
+        assert_eq!(
+            frames(enc.output())[0].0,
+            frame::VERBATIM,
+            "{m}: a short batch is not compressed while there is no context"
+        );
+        let n = enc.pending();
+        enc.consume(n);
+        enc.push_bytes(Some(b'd'), &typed(b'd', &[b'y'; 100]))
+            .expect("push");
+        enc.flush().expect("flush");
+        enc.push_bytes(Some(b'd'), &typed(b'd', &[b'z'; 20]))
+            .expect("push");
+        enc.flush().expect("flush");
+        enc.push_bytes(Some(b'c'), &typed(b'c', b"")).expect("push");
+        enc.push_bytes(Some(b'd'), &typed(b'd', &[b'w'; 20]))
+            .expect("push");
+        enc.flush().expect("flush");
+        let kinds: Vec<u8> = frames(enc.output()).iter().map(|f| f.0).collect();
+        assert_eq!(kinds, vec![frame::CHUNK, after_warm, after_warm], "{m}");
+        let link = enc.output().to_vec();
+        let mut dec = LinkDecoder::new(F2B, spec(m)).expect("decoder");
+        dec.session_ready();
+        let (out, _) = decode(&mut dec, &link, true);
+        let want = [
+            typed(b'd', &[b'y'; 100]),
+            typed(b'd', &[b'z'; 20]),
+            typed(b'c', b""),
+            typed(b'd', &[b'w'; 20]),
+        ]
+        .concat();
+        assert!(out == want, "{m}: round trip");
+    }
 }
 
 /// Pushes every message of `stream` and returns the link bytes produced.

@@ -195,10 +195,72 @@ fn a_batch_is_compressed_by_the_bytes_ready_together_not_by_one_message() {
     // Ten 25-byte messages read in one go make a 250-byte batch: one chunk, although each is
     // under the 60-byte threshold.
     let batch: Vec<u8> = (0..10).flat_map(|_| typed(b'd', &[b'x'; 20])).collect();
-    let link = encode_batches(&mut enc, &[batch]);
-    assert_eq!(chunks(&link), 1, "one chunk for the batch");
-    // One short message alone stays verbatim: a chunk's headers would outweigh it.
+    // One short message alone, while the context is cold, stays verbatim: a chunk's headers
+    // and the zstd frame's would outweigh it.
     let link = encode_batches(&mut enc, &[typed(b'd', &[b'y'; 20])]);
     assert_eq!(chunks(&link), 0);
     assert_eq!(link.len(), HEADER_LEN + 25);
+    let link = encode_batches(&mut enc, &[batch]);
+    assert_eq!(chunks(&link), 1, "one chunk for the batch");
+}
+
+/// Link bytes of each flush of `batches`, one flush per batch.
+fn link_bytes_per_flush(enc: &mut LinkEncoder, batches: &[Vec<u8>]) -> Vec<usize> {
+    batches
+        .iter()
+        .map(|b| encode_batches(enc, std::slice::from_ref(b)).len())
+        .collect()
+}
+
+#[test]
+fn a_short_oltp_answer_costs_fewer_link_bytes_than_protocol_bytes_once_the_context_is_warm() {
+    // Each answer is sent alone (the client waits for it), so the net layer pays one TLS
+    // record per answer whatever the encoder does; what the encoder controls is the frame.
+    // Once the context holds earlier transactions' answers, the short ones ("UPDATE 1" and
+    // ReadyForQuery, 20 bytes) repeat them and must cost less than a verbatim frame, and the
+    // transactions fewer link bytes than protocol bytes.
+    let answers = tpcb_answers(50);
+    let first_txn = 1 + 7;
+    let mut enc = LinkEncoder::new(B2F, SenderConfig::new(spec("zstd:1"))).expect("encoder");
+    let sizes = link_bytes_per_flush(&mut enc, &answers);
+    let (mut raw, mut link) = (0, 0);
+    // From the third transaction on, every answer has been seen before.
+    for (a, &n) in answers.iter().zip(&sizes).skip(first_txn + 7) {
+        assert!(
+            n < HEADER_LEN + a.len(),
+            "zstd:1: a {}-byte answer took {n} link bytes after the context was warm, \
+             not fewer than verbatim",
+            a.len()
+        );
+        raw += a.len();
+        link += n;
+    }
+    assert!(
+        link < raw,
+        "zstd:1: {link} link bytes for {raw} protocol bytes"
+    );
+    let mut dec = LinkDecoder::new(B2F, spec("zstd:1")).expect("decoder");
+    let all = encode_batches(
+        &mut LinkEncoder::new(B2F, SenderConfig::new(spec("zstd:1"))).expect("encoder"),
+        &answers,
+    );
+    assert!(decode_all(&mut dec, &all) == answers.concat(), "round trip");
+}
+
+#[test]
+fn a_short_statement_never_costs_more_than_verbatim_once_the_context_is_warm() {
+    // "BEGIN;" and "END;" (12 and 10 bytes) repeat what the context holds, but a zstd block
+    // of a repeat still costs about 10 bytes plus the chunk's 9 of headers: above their
+    // verbatim frames. Longer statements are compressed.
+    let statements = tpcb_statements(50);
+    let mut enc = LinkEncoder::new(F2B, SenderConfig::new(spec("zstd:1"))).expect("encoder");
+    enc.session_ready();
+    let sizes = link_bytes_per_flush(&mut enc, &statements);
+    for (s, &n) in statements.iter().zip(&sizes).skip(14) {
+        assert!(
+            n <= HEADER_LEN + s.len(),
+            "zstd:1: a {}-byte statement took {n} link bytes, more than verbatim",
+            s.len()
+        );
+    }
 }

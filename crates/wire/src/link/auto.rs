@@ -8,15 +8,16 @@
 //! auto"):
 //!
 //! - **Idle or interactive**: until the compressible traffic of a direction reaches
-//!   [`ACTIVE_RATE`] over an interval, or [`BURST`] bytes within one, it is sent verbatim
-//!   (method none): small queries and
-//!   rows cost nothing. Bulk traffic starts at the level the half's bulk connections last
+//!   [`ACTIVE_RATE`] over an interval, or [`BURST`] bytes within one, it is sent at the idle
+//!   rung: none, or zstd:1 in the tunnel ([`AutoPolicy::interactive`]; the handshake starts at
+//!   none and the first look switches), where OLTP's repeated short messages cost fewer link
+//!   bytes than verbatim. Bulk traffic starts at the level the half's bulk connections last
 //!   settled on ([`Settled`]; [`FIRST_BULK`], zstd:1, on a fresh half: it costs little even
 //!   where the link is fast, and a transfer of a few seconds on a slow link gains from its
 //!   first interval instead of climbing from none), so the connections of one transfer over one
 //!   link (`pg_restore -j`, one psql after another) climb once, not each. After
-//!   [`QUIET_INTERVALS`] quiet intervals a bulk direction goes back to idle at none and its
-//!   context is dropped.
+//!   [`QUIET_INTERVALS`] quiet intervals a bulk direction goes back to the idle rung (its
+//!   context is dropped if that is another method or level).
 //! - **Link bound** (the pump waited on link writes for at least half the interval, and
 //!   [`BASE_INTERVALS`] were measured at the level): a trial one step up the [`LADDER`]. A
 //!   trial ignores [`TRIAL_SKIP`] intervals (the socket still holds the old level's bytes),
@@ -251,7 +252,7 @@ fn percent(part: Duration, whole: Duration) -> u32 {
 /// Why the direction is where it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
-    /// Too little traffic to compress: none.
+    /// Too little traffic to call bulk: the idle rung.
     Idle,
     /// Bulk traffic; `quiet` intervals in a row without it.
     Bulk { quiet: u32 },
@@ -411,6 +412,8 @@ impl Gate {
 #[derive(Clone, Debug)]
 pub struct AutoPolicy {
     level: usize,
+    /// Rung of idle and interactive traffic (none unless [`AutoPolicy::interactive`] says).
+    idle: usize,
     /// Where bulk traffic starts, and where it settles, shared with the half's other
     /// connections in this direction.
     start: Option<Arc<Settled>>,
@@ -451,6 +454,7 @@ impl AutoPolicy {
     pub fn new() -> Self {
         AutoPolicy {
             level: 0,
+            idle: 0,
             start: None,
             mode: Mode::Idle,
             up: Gate::open(TOP),
@@ -480,6 +484,16 @@ impl AutoPolicy {
             start: Some(settled),
             ..AutoPolicy::new()
         }
+    }
+
+    /// Idle and interactive traffic at `rung` of [`LADDER`] instead of none: the first
+    /// [`AutoPolicy::observe`] switches to it, and a bulk direction that goes quiet comes back
+    /// to it. The tunnel uses [`FIRST_BULK`] (zstd:1): OLTP's short statements and answers
+    /// repeat what a warm context holds, so they cost fewer link bytes compressed than
+    /// verbatim, at zstd:1's CPU per byte.
+    pub fn interactive(mut self, rung: usize) -> Self {
+        self.idle = rung.min(TOP);
+        self
     }
 
     /// The level bulk traffic holds outside any trial; `None` while idle, on trial or held at
@@ -521,6 +535,9 @@ impl AutoPolicy {
                 return self.decided(before);
             }
         }
+        if self.mode == Mode::Idle && self.level != self.idle {
+            self.set(self.idle);
+        }
         self.ratio_raw += o.chunk_raw;
         self.ratio_link += o.chunk_link;
         if self.level > 0 && self.ratio_raw >= RATIO_WINDOW {
@@ -558,7 +575,7 @@ impl AutoPolicy {
             return self.decided(before);
         }
         if self.pressure.elapsed < INTERVAL {
-            return None;
+            return self.decided(before);
         }
         let p = std::mem::take(&mut self.pressure);
         self.interval(&p);
@@ -625,7 +642,7 @@ impl AutoPolicy {
                 self.trial = None;
                 if quiet + 1 >= QUIET_INTERVALS {
                     self.mode = Mode::Idle;
-                    self.set(0);
+                    self.set(self.idle);
                 } else {
                     self.mode = Mode::Bulk { quiet: quiet + 1 };
                 }

@@ -49,9 +49,11 @@ impl Sender {
     }
 
     /// Lets [`AutoPolicy`] choose this direction's method from now on (`--method auto`), its
-    /// bulk traffic starting where the half's others last settled.
+    /// bulk traffic starting where the half's others last settled and its interactive traffic
+    /// at zstd:1 (fewer link bytes than verbatim once the context is warm).
     pub(crate) fn adapt(mut self, settled: Arc<Settled>) -> Self {
-        self.auto = Some((AutoPolicy::sharing(settled), self.encoder.compressible()));
+        let policy = AutoPolicy::sharing(settled).interactive(crate::link::auto::FIRST_BULK);
+        self.auto = Some((policy, self.encoder.compressible()));
         self
     }
 

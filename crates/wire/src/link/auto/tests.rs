@@ -882,3 +882,34 @@ fn a_burst_starts_bulk_before_the_interval_ends() {
     assert_eq!(q.observe(&small), None);
     assert_eq!(q.level(), Level::None);
 }
+
+#[test]
+fn interactive_traffic_can_start_at_zstd_1_and_goes_back_to_it_after_bulk() {
+    let mut p = AutoPolicy::sharing(Arc::new(Settled::new())).interactive(FIRST_BULK);
+    // The first look switches to the interactive rung, once.
+    let first = obs(&p, 10, 62 * 20, 20 * 20);
+    assert_eq!(
+        p.observe(&first).map(|s| s.to_string()).as_deref(),
+        Some("zstd:1")
+    );
+    // pgbench -S on a slow link stays there: no further switch, and not bulk.
+    for _ in 0..6000 {
+        let mut o = obs(&p, 10, 62 * 20, 20 * 20);
+        o.write_wait = MS * 8;
+        assert_eq!(p.observe(&o), None);
+    }
+    assert_eq!(p.level(), Level::Zstd(1));
+    assert_eq!(p.mode, Mode::Idle);
+    assert_eq!(p.switches(), 1);
+    // Bulk starts where the half settled (zstd:1 on a fresh half): no switch; after the quiet
+    // intervals the direction is idle again at zstd:1, not at none.
+    for _ in 0..10 {
+        p.observe(&pressure(&p, 10, 5, 40));
+    }
+    assert!(matches!(p.mode, Mode::Bulk { .. }), "bulk");
+    for _ in 0..QUIET_INTERVALS + 1 {
+        p.observe(&obs(&p, 200, 0, 0));
+    }
+    assert_eq!(p.mode, Mode::Idle, "idle again");
+    assert_eq!(p.level(), Level::Zstd(1));
+}
