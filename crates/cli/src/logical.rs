@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use logical::conn::{ConnConfig, Env};
 use logical::recv::{render_metrics, Output, Progress, Recv, RecvOptions, Summary};
+use serde::Serialize;
 
 use crate::args::logical::{LogicalCommand, RecvArgs};
 use crate::output::bytes;
@@ -200,21 +201,41 @@ fn show_progress(p: &Progress) {
     let _ = std::io::stderr().flush();
 }
 
-fn summary_json(s: &Summary) -> serde_json::Value {
-    serde_json::json!({
-        "reason": s.reason.as_str(),
-        "transactions": s.transactions,
-        "skipped_transactions": s.skipped_transactions,
-        "changes": s.changes,
-        "output_bytes": s.output_bytes,
-        "last_commit_lsn": s.last_commit_lsn.to_string(),
-        "flushed_lsn": s.flushed_lsn.to_string(),
-        "received_bytes": s.received_bytes,
-        "spilled_transactions": s.spilled_transactions,
-        "spill_raw_bytes": s.spill_raw_bytes,
-        "spill_disk_bytes": s.spill_disk_bytes,
-        "seconds": s.seconds,
-    })
+/// The `--json` summary line: the run's counters, LSNs as PostgreSQL prints them. Keys in
+/// alphabetical order, as the line has always had them.
+#[derive(Serialize)]
+struct SummaryLine<'a> {
+    changes: u64,
+    flushed_lsn: String,
+    last_commit_lsn: String,
+    output_bytes: u64,
+    reason: &'a str,
+    received_bytes: u64,
+    seconds: f64,
+    skipped_transactions: u64,
+    spill_disk_bytes: u64,
+    spill_raw_bytes: u64,
+    spilled_transactions: u64,
+    transactions: u64,
+}
+
+fn summary_json(s: &Summary) -> String {
+    let line = SummaryLine {
+        changes: s.changes,
+        flushed_lsn: s.flushed_lsn.to_string(),
+        last_commit_lsn: s.last_commit_lsn.to_string(),
+        output_bytes: s.output_bytes,
+        reason: s.reason.as_str(),
+        received_bytes: s.received_bytes,
+        seconds: s.seconds,
+        skipped_transactions: s.skipped_transactions,
+        spill_disk_bytes: s.spill_disk_bytes,
+        spill_raw_bytes: s.spill_raw_bytes,
+        spilled_transactions: s.spilled_transactions,
+        transactions: s.transactions,
+    };
+    // Numbers and strings only: serde_json has no error to return here.
+    serde_json::to_string(&line).unwrap_or_default()
 }
 
 #[cfg(test)]

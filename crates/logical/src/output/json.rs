@@ -6,7 +6,12 @@
 //! `identity` (the old key, or the whole old row with REPLICA IDENTITY FULL). Unchanged TOASTed
 //! columns are left out, as wal2json does.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
+use std::fmt::Display;
+
+use serde::{Serialize, Serializer};
+use serde_json::value::RawValue;
 
 use super::time::format_timestamp;
 use super::types::{builtin_name, json_kind, JsonKind};
@@ -33,7 +38,9 @@ pub struct TxnInfo {
 struct Column {
     name: String,
     type_oid: u32,
-    typmod: i32,
+    /// The name of a built-in type (it follows from the OID and typmod alone), made once
+    /// per Relation message rather than once per value.
+    builtin: Option<String>,
     key: bool,
 }
 
@@ -52,26 +59,191 @@ pub struct JsonLines {
     begin_commit: bool,
 }
 
-/// Appends `s` as a JSON string (invalid UTF-8 is replaced, as no encoding is declared).
-pub fn push_str(out: &mut Vec<u8>, s: &[u8]) {
-    out.push(b'"');
-    for c in String::from_utf8_lossy(s).chars() {
-        match c {
-            '"' => out.extend_from_slice(b"\\\""),
-            '\\' => out.extend_from_slice(b"\\\\"),
-            '\n' => out.extend_from_slice(b"\\n"),
-            '\r' => out.extend_from_slice(b"\\r"),
-            '\t' => out.extend_from_slice(b"\\t"),
-            c if (c as u32) < 0x20 => {
-                out.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes())
-            }
-            c => {
-                let mut b = [0u8; 4];
-                out.extend_from_slice(c.encode_utf8(&mut b).as_bytes());
-            }
+/// One line, its keys in wal2json's order; the keys an action lacks are left out.
+#[derive(Serialize)]
+struct Line<'a> {
+    action: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    xid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timestamp: Option<String>,
+    lsn: Shown<Lsn>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nextlsn: Option<Shown<Lsn>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    schema: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    table: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    columns: Option<Columns<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    identity: Option<Columns<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    transactional: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prefix: Option<Cow<'a, str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<Cow<'a, str>>,
+}
+
+impl<'a> Line<'a> {
+    /// A line of transaction `t`: action, xid, commit time and commit LSN.
+    fn txn(action: &'static str, t: &TxnInfo) -> Self {
+        Line {
+            xid: Some(t.xid),
+            timestamp: Some(format_timestamp(t.commit_time)),
+            ..Line::bare(action, t.commit_lsn)
         }
     }
-    out.push(b'"');
+
+    /// A line with only an action and an LSN.
+    fn bare(action: &'static str, lsn: Lsn) -> Self {
+        Line {
+            action,
+            xid: None,
+            timestamp: None,
+            lsn: Shown(lsn),
+            nextlsn: None,
+            schema: None,
+            table: None,
+            columns: None,
+            identity: None,
+            transactional: None,
+            prefix: None,
+            content: None,
+        }
+    }
+
+    /// A line about table `rel`.
+    fn rel(action: &'static str, t: &TxnInfo, rel: &'a Rel) -> Self {
+        Line {
+            schema: Some(&rel.schema),
+            table: Some(&rel.table),
+            ..Line::txn(action, t)
+        }
+    }
+
+    /// The keys of a logical decoding message.
+    fn message(self, m: &'a LogicalMessage<'a>) -> Self {
+        Line {
+            transactional: Some(m.is_transactional()),
+            prefix: Some(String::from_utf8_lossy(m.prefix)),
+            content: Some(String::from_utf8_lossy(m.content)),
+            ..self
+        }
+    }
+
+    /// Appends the line and its newline to `out`.
+    fn write(&self, out: &mut Vec<u8>) {
+        // Into a Vec, with keys that are all strings, serde_json has no error to return.
+        if serde_json::to_writer(&mut *out, self).is_ok() {
+            out.push(b'\n');
+        }
+    }
+}
+
+/// A value written as its `Display` form, as a JSON string, without a `String` in between.
+struct Shown<T>(T);
+
+impl<T: Display> Serialize for Shown<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&self.0)
+    }
+}
+
+/// The `columns` or `identity` array: the columns of a row that have a value, borrowed.
+struct Columns<'a> {
+    rel: &'a Rel,
+    types: &'a HashMap<u32, String>,
+    values: &'a [Value<'a>],
+    key_only: bool,
+}
+
+impl Serialize for Columns<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(
+            self.rel
+                .columns
+                .iter()
+                .zip(self.values)
+                .filter(|(c, v)| (c.key || !self.key_only) && **v != Value::UnchangedToast)
+                .map(|(c, v)| Field {
+                    name: &c.name,
+                    type_name: TypeName::of(c, self.types),
+                    value: FieldValue::of(c.type_oid, v),
+                }),
+        )
+    }
+}
+
+/// One member of a `columns` or `identity` array.
+#[derive(Serialize)]
+struct Field<'a> {
+    name: &'a str,
+    #[serde(rename = "type")]
+    type_name: TypeName<'a>,
+    value: FieldValue<'a>,
+}
+
+/// A column's type as `format_type` names it, or `oid N` for a type the stream never named.
+enum TypeName<'a> {
+    Known(&'a str),
+    Oid(u32),
+}
+
+impl<'a> TypeName<'a> {
+    fn of(c: &'a Column, types: &'a HashMap<u32, String>) -> Self {
+        match c
+            .builtin
+            .as_deref()
+            .or_else(|| types.get(&c.type_oid).map(String::as_str))
+        {
+            Some(name) => TypeName::Known(name),
+            None => TypeName::Oid(c.type_oid),
+        }
+    }
+}
+
+impl Serialize for TypeName<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            TypeName::Known(name) => s.serialize_str(name),
+            TypeName::Oid(oid) => s.collect_str(&format_args!("oid {oid}")),
+        }
+    }
+}
+
+/// A column's value: `null`, a JSON boolean for `t`/`f` of a boolean, the server's own text
+/// for a number JSON can carry, and otherwise a string (invalid UTF-8 replaced, as no
+/// encoding is declared).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum FieldValue<'a> {
+    Null,
+    Bool(bool),
+    Number(&'a RawValue),
+    Text(Cow<'a, str>),
+}
+
+impl<'a> FieldValue<'a> {
+    fn of(type_oid: u32, v: &'a Value<'a>) -> Self {
+        let text = match v {
+            Value::Null | Value::UnchangedToast => return FieldValue::Null,
+            Value::Text(t) | Value::Binary(t) => *t,
+        };
+        match json_kind(type_oid) {
+            JsonKind::Bool if text == b"t" => return FieldValue::Bool(true),
+            JsonKind::Bool if text == b"f" => return FieldValue::Bool(false),
+            // NaN and ±Infinity (and anything else a server might send) are not JSON numbers.
+            JsonKind::Number if is_json_number(text) => {
+                if let Ok(raw) = serde_json::from_slice::<&RawValue>(text) {
+                    return FieldValue::Number(raw);
+                }
+            }
+            _ => {}
+        }
+        FieldValue::Text(String::from_utf8_lossy(text))
+    }
 }
 
 fn lossy(b: &[u8]) -> String {
@@ -94,7 +266,7 @@ impl JsonLines {
             .map(|c| Column {
                 name: lossy(c.name),
                 type_oid: c.type_oid,
-                typmod: c.type_modifier,
+                builtin: builtin_name(c.type_oid, c.type_modifier),
                 key: c.is_key(),
             })
             .collect();
@@ -122,42 +294,15 @@ impl JsonLines {
         self.types.insert(t.type_oid, name);
     }
 
-    fn type_name(&self, c: &Column) -> String {
-        builtin_name(c.type_oid, c.typmod)
-            .or_else(|| self.types.get(&c.type_oid).cloned())
-            .unwrap_or_else(|| format!("oid {}", c.type_oid))
-    }
-
-    fn head(&self, out: &mut Vec<u8>, action: &str, t: &TxnInfo) {
-        out.extend_from_slice(
-            format!(
-                "{{\"action\":\"{action}\",\"xid\":{},\"timestamp\":\"{}\",\"lsn\":\"{}\"",
-                t.xid,
-                format_timestamp(t.commit_time),
-                t.commit_lsn
-            )
-            .as_bytes(),
-        );
-    }
-
-    fn rel_head(&self, out: &mut Vec<u8>, action: &str, t: &TxnInfo, rel: &Rel) {
-        self.head(out, action, t);
-        out.extend_from_slice(b",\"schema\":");
-        push_str(out, rel.schema.as_bytes());
-        out.extend_from_slice(b",\"table\":");
-        push_str(out, rel.table.as_bytes());
-    }
-
-    /// Writes `"key":[…]` with the columns of `tuple` that `pick` selects and that have a value.
-    fn columns(
-        &self,
-        out: &mut Vec<u8>,
-        key: &str,
+    /// The `columns`/`identity` array of `tuple` (all columns, or the key's with `key_only`),
+    /// once its column count is checked against the Relation message.
+    fn columns<'a>(
+        &'a self,
         relid: u32,
-        rel: &Rel,
-        tuple: &TupleData<'_>,
-        pick: impl Fn(&Column) -> bool,
-    ) -> Result<(), OutputError> {
+        rel: &'a Rel,
+        tuple: &'a TupleData<'a>,
+        key_only: bool,
+    ) -> Result<Columns<'a>, OutputError> {
         if tuple.columns.len() != rel.columns.len() {
             return Err(OutputError::ColumnCount {
                 relid,
@@ -165,29 +310,12 @@ impl JsonLines {
                 got: tuple.columns.len(),
             });
         }
-        out.extend_from_slice(format!(",\"{key}\":[").as_bytes());
-        let mut first = true;
-        for (c, v) in rel.columns.iter().zip(&tuple.columns) {
-            if !pick(c) || *v == Value::UnchangedToast {
-                continue;
-            }
-            if !first {
-                out.push(b',');
-            }
-            first = false;
-            out.extend_from_slice(b"{\"name\":");
-            push_str(out, c.name.as_bytes());
-            out.extend_from_slice(b",\"type\":");
-            push_str(out, self.type_name(c).as_bytes());
-            out.extend_from_slice(b",\"value\":");
-            match v {
-                Value::Null | Value::UnchangedToast => out.extend_from_slice(b"null"),
-                Value::Text(t) | Value::Binary(t) => push_value(out, json_kind(c.type_oid), t),
-            }
-            out.push(b'}');
-        }
-        out.push(b']');
-        Ok(())
+        Ok(Columns {
+            rel,
+            types: &self.types,
+            values: &tuple.columns,
+            key_only,
+        })
     }
 
     fn rel(&self, relid: u32) -> Result<&Rel, OutputError> {
@@ -198,17 +326,21 @@ impl JsonLines {
 
     /// A `B` line, when asked for.
     pub fn begin(&self, t: &TxnInfo, out: &mut Vec<u8>) {
-        if self.begin_commit {
-            self.head(out, "B", t);
-            out.extend_from_slice(format!(",\"nextlsn\":\"{}\"}}\n", t.end_lsn).as_bytes());
-        }
+        self.boundary("B", t, out);
     }
 
     /// A `C` line, when asked for.
     pub fn commit(&self, t: &TxnInfo, out: &mut Vec<u8>) {
+        self.boundary("C", t, out);
+    }
+
+    fn boundary(&self, action: &'static str, t: &TxnInfo, out: &mut Vec<u8>) {
         if self.begin_commit {
-            self.head(out, "C", t);
-            out.extend_from_slice(format!(",\"nextlsn\":\"{}\"}}\n", t.end_lsn).as_bytes());
+            Line {
+                nextlsn: Some(Shown(t.end_lsn)),
+                ..Line::txn(action, t)
+            }
+            .write(out);
         }
     }
 
@@ -223,7 +355,8 @@ impl JsonLines {
     }
 
     /// Writes the lines of one message of transaction `t` and returns how many; Relation
-    /// and Type messages are learnt and write nothing, Origin is skipped.
+    /// and Type messages are learnt and write nothing, Origin is skipped. On an error
+    /// nothing of the message is written.
     pub fn change(
         &mut self,
         t: &TxnInfo,
@@ -233,84 +366,67 @@ impl JsonLines {
         if self.learn(msg) {
             return Ok(0);
         }
-        match msg {
+        let line = match msg {
             Message::Insert(m) => {
                 let rel = self.rel(m.relid)?;
-                self.rel_head(out, "I", t, rel);
-                self.columns(out, "columns", m.relid, rel, &m.new, |_| true)?;
+                Line {
+                    columns: Some(self.columns(m.relid, rel, &m.new, false)?),
+                    ..Line::rel("I", t, rel)
+                }
             }
             Message::Update(m) => {
                 let rel = self.rel(m.relid)?;
-                self.rel_head(out, "U", t, rel);
-                self.columns(out, "columns", m.relid, rel, &m.new, |_| true)?;
-                self.identity(out, m.relid, rel, m.old.as_ref(), Some(&m.new))?;
+                Line {
+                    columns: Some(self.columns(m.relid, rel, &m.new, false)?),
+                    identity: self.identity(m.relid, rel, m.old.as_ref(), Some(&m.new))?,
+                    ..Line::rel("U", t, rel)
+                }
             }
             Message::Delete(m) => {
                 let rel = self.rel(m.relid)?;
-                self.rel_head(out, "D", t, rel);
-                self.identity(out, m.relid, rel, Some(&m.old), None)?;
+                Line {
+                    identity: self.identity(m.relid, rel, Some(&m.old), None)?,
+                    ..Line::rel("D", t, rel)
+                }
             }
             Message::Truncate(m) => {
-                for relid in &m.relids {
-                    let rel = self.rel(*relid)?;
-                    self.rel_head(out, "T", t, rel);
-                    out.extend_from_slice(b"}\n");
+                let rels = m
+                    .relids
+                    .iter()
+                    .map(|relid| self.rel(*relid))
+                    .collect::<Result<Vec<_>, _>>()?;
+                for rel in &rels {
+                    Line::rel("T", t, rel).write(out);
                 }
-                return Ok(m.relids.len());
+                return Ok(rels.len());
             }
-            Message::Message(m) => {
-                self.head(out, "M", t);
-                message_tail(out, m);
-            }
+            Message::Message(m) => Line::txn("M", t).message(m),
             _ => return Ok(0),
-        }
-        out.extend_from_slice(b"}\n");
+        };
+        line.write(out);
         Ok(1)
     }
 
-    fn identity(
-        &self,
-        out: &mut Vec<u8>,
+    fn identity<'a>(
+        &'a self,
         relid: u32,
-        rel: &Rel,
-        old: Option<&OldTuple<'_>>,
-        new: Option<&TupleData<'_>>,
-    ) -> Result<(), OutputError> {
-        match (old, new) {
-            (Some(OldTuple::Full(t)), _) => self.columns(out, "identity", relid, rel, t, |_| true),
-            (Some(OldTuple::Key(t)), _) => self.columns(out, "identity", relid, rel, t, |c| c.key),
+        rel: &'a Rel,
+        old: Option<&'a OldTuple<'a>>,
+        new: Option<&'a TupleData<'a>>,
+    ) -> Result<Option<Columns<'a>>, OutputError> {
+        let (tuple, key_only) = match (old, new) {
+            (Some(OldTuple::Full(t)), _) => (t, false),
+            (Some(OldTuple::Key(t)), _) => (t, true),
             // An update that kept its key: the key is in the new row (wal2json does the same).
-            (None, Some(t)) if rel.columns.iter().any(|c| c.key) => {
-                self.columns(out, "identity", relid, rel, t, |c| c.key)
-            }
-            _ => Ok(()),
-        }
+            (None, Some(t)) if rel.columns.iter().any(|c| c.key) => (t, true),
+            _ => return Ok(None),
+        };
+        self.columns(relid, rel, tuple, key_only).map(Some)
     }
 
     /// The line of a non-transactional logical message (no transaction, so no xid).
     pub fn non_transactional(&self, m: &LogicalMessage<'_>, out: &mut Vec<u8>) {
-        out.extend_from_slice(format!("{{\"action\":\"M\",\"lsn\":\"{}\"", m.lsn).as_bytes());
-        message_tail(out, m);
-        out.extend_from_slice(b"}\n");
-    }
-}
-
-fn message_tail(out: &mut Vec<u8>, m: &LogicalMessage<'_>) {
-    out.extend_from_slice(
-        format!(",\"transactional\":{},\"prefix\":", m.is_transactional()).as_bytes(),
-    );
-    push_str(out, m.prefix);
-    out.extend_from_slice(b",\"content\":");
-    push_str(out, m.content);
-}
-
-fn push_value(out: &mut Vec<u8>, kind: JsonKind, text: &[u8]) {
-    match kind {
-        JsonKind::Bool if text == b"t" => out.extend_from_slice(b"true"),
-        JsonKind::Bool if text == b"f" => out.extend_from_slice(b"false"),
-        // NaN and ±Infinity (and anything else a server might send) are not JSON numbers.
-        JsonKind::Number if is_json_number(text) => out.extend_from_slice(text),
-        _ => push_str(out, text),
+        Line::bare("M", m.lsn).message(m).write(out);
     }
 }
 
@@ -500,5 +616,49 @@ mod tests {
             .change(&t, &dec.decode(&ins).unwrap(), &mut Vec::new())
             .unwrap_err();
         assert!(matches!(err, OutputError::UnknownRelation { relid: 9 }));
+    }
+
+    /// Every string a line carries is escaped as serde_json escapes it, which is also how
+    /// PostgreSQL's `escape_json` (and so wal2json) does it: `\b`, `\f`, `\n`, `\r`, `\t`,
+    /// `\"`, `\\` by name, other control characters as `\u00XX`, DEL and non-ASCII as they
+    /// are; invalid UTF-8 becomes U+FFFD.
+    #[test]
+    fn strings_escape_as_serde_json_does() {
+        let cases: [(&[u8], &str); 10] = [
+            (b"plain", r#""plain""#),
+            (b"q\"uote", r#""q\"uote""#),
+            (b"back\\slash", r#""back\\slash""#),
+            (b"\x08\x0c\n\r\t", r#""\b\f\n\r\t""#),
+            (b"\x00\x01\x1b\x1f", r#""\u0000\u0001\u001b\u001f""#),
+            (b" \x7f", "\" \x7f\""),
+            ("é€😀 ".as_bytes(), "\"é€😀 \""),
+            ("\u{2028}\u{2029}".as_bytes(), "\"\u{2028}\u{2029}\""),
+            (b"/<\\/script>", r#""/<\\/script>""#),
+            (b"a\xffb\xc3", "\"a\u{fffd}b\u{fffd}\""),
+        ];
+        for (bytes, expected) in cases {
+            let m = LogicalMessage {
+                xid: None,
+                flags: 0,
+                lsn: Lsn(0x10),
+                prefix: b"p",
+                content: bytes,
+            };
+            let mut out = Vec::new();
+            JsonLines::new(false).non_transactional(&m, &mut out);
+            let line = String::from_utf8(out).expect("UTF-8");
+            let lossy = String::from_utf8_lossy(bytes);
+            let serde = serde_json::to_string(&lossy).expect("a string");
+            assert_eq!(serde, expected, "serde_json's own escaping of {bytes:?}");
+            assert_eq!(
+                line,
+                format!(
+                    "{{\"action\":\"M\",\"lsn\":\"0/10\",\"transactional\":false,\"prefix\":\"p\",\"content\":{expected}}}\n"
+                ),
+                "{bytes:?}"
+            );
+            let back: serde_json::Value = serde_json::from_str(&line).expect("JSON");
+            assert_eq!(back["content"], *lossy, "{bytes:?} reads back");
+        }
     }
 }

@@ -10,7 +10,7 @@ pub mod types;
 use std::io;
 use std::path::PathBuf;
 
-pub use json::{push_str, JsonLines, TxnInfo};
+pub use json::{JsonLines, TxnInfo};
 pub use sink::{read_state, state_path, Position, Sink};
 pub use state::{State, StreamId};
 pub use time::format_timestamp;

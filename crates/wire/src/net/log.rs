@@ -7,13 +7,10 @@
 
 use std::time::SystemTime;
 
-use serde_json::{Map, Value};
+use serde::Serialize;
 
 use super::stats::Half;
-use super::Report;
-
-/// The keys every JSON line starts with.
-const ENVELOPE: [&str; 5] = ["ts", "level", "half", "event", "message"];
+use super::{ConnectionReport, Report};
 
 /// How a half writes its log lines (stderr).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -26,7 +23,8 @@ pub enum LogFormat {
 }
 
 /// How much a log line matters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Level {
     /// Normal operation: listening, a connection that ended well, a drain.
     Info,
@@ -59,67 +57,117 @@ pub struct LogRecord {
     pub event: &'static str,
     /// The human text, without the `pgcompress tunnel <half>:` prefix.
     pub message: String,
-    /// The event's fields (for `connection`, those of [`ConnectionReport`](super::ConnectionReport)).
-    pub fields: Map<String, Value>,
+    /// The event's fields.
+    pub fields: Fields,
+}
+
+/// The fields of an event, after the envelope of its JSON line; none of them is named like a
+/// key of the envelope.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+#[non_exhaustive]
+pub enum Fields {
+    /// An event without fields of its own (`error`).
+    None,
+    /// `listening`, `metrics_listening`: the address listened on.
+    Address {
+        /// `host:port`.
+        address: String,
+    },
+    /// `refused`: who and why.
+    Refused {
+        /// The peer's address.
+        peer: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// `too_many_connections`: the limit reached.
+    TooManyConnections {
+        /// The connection limit.
+        limit: usize,
+        /// The peer's address.
+        peer: String,
+    },
+    /// `connection`: the fields of [`ConnectionReport`].
+    Connection(ConnectionReport),
+    /// `draining`: the connections still open.
+    Draining {
+        /// How many.
+        open: u64,
+    },
+}
+
+/// A JSON line: the envelope first (`ts`, `level`, `half`, `event`, `message`), in that order
+/// for people reading the log, then the event's fields.
+#[derive(Serialize)]
+struct JsonLine<'a> {
+    ts: String,
+    level: Level,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    half: Option<Half>,
+    event: &'a str,
+    message: &'a str,
+    #[serde(flatten)]
+    fields: &'a Fields,
 }
 
 impl LogRecord {
     /// The record of a half's report.
     pub fn from_report(half: Half, report: &Report) -> LogRecord {
-        let mut fields = Map::new();
-        let mut put = |k: &str, v: Value| {
-            fields.insert(k.to_owned(), v);
-        };
-        let (level, event, message) = match report {
-            Report::Listening { address, .. } => {
-                put("address", address.as_str().into());
-                (Level::Info, "listening", format!("listening on {address}"))
-            }
-            Report::MetricsListening { address, .. } => {
-                put("address", address.as_str().into());
-                (
-                    Level::Info,
-                    "metrics_listening",
-                    format!("metrics on http://{address}/metrics"),
-                )
-            }
-            Report::Refused { peer, reason } => {
-                put("peer", peer.as_str().into());
-                put("reason", reason.as_str().into());
-                (
-                    Level::Warn,
-                    "refused",
-                    format!("refused peer {peer}: {reason}"),
-                )
-            }
-            Report::TooManyConnections { peer, limit } => {
-                put("peer", peer.as_str().into());
-                put("limit", (*limit).into());
-                (
-                    Level::Warn,
-                    "too_many_connections",
-                    format!("refused {peer}: too many connections ({limit})"),
-                )
-            }
+        let (level, event, message, fields) = match report {
+            Report::Listening { address, .. } => (
+                Level::Info,
+                "listening",
+                format!("listening on {address}"),
+                Fields::Address {
+                    address: address.clone(),
+                },
+            ),
+            Report::MetricsListening { address, .. } => (
+                Level::Info,
+                "metrics_listening",
+                format!("metrics on http://{address}/metrics"),
+                Fields::Address {
+                    address: address.clone(),
+                },
+            ),
+            Report::Refused { peer, reason } => (
+                Level::Warn,
+                "refused",
+                format!("refused peer {peer}: {reason}"),
+                Fields::Refused {
+                    peer: peer.clone(),
+                    reason: reason.clone(),
+                },
+            ),
+            Report::TooManyConnections { peer, limit } => (
+                Level::Warn,
+                "too_many_connections",
+                format!("refused {peer}: too many connections ({limit})"),
+                Fields::TooManyConnections {
+                    limit: *limit,
+                    peer: peer.clone(),
+                },
+            ),
             Report::Connection(c) => {
-                if let Ok(Value::Object(map)) = serde_json::to_value(c) {
-                    fields.extend(map);
-                }
                 let level = if c.error.is_some() {
                     Level::Warn
                 } else {
                     Level::Info
                 };
-                (level, "connection", connection_message(c))
-            }
-            Report::Draining { open } => {
-                put("open", (*open).into());
                 (
-                    Level::Info,
-                    "draining",
-                    format!("shutting down, draining {open} connection(s)"),
+                    level,
+                    "connection",
+                    connection_message(c),
+                    Fields::Connection(c.clone()),
                 )
             }
+            Report::Draining { open } => (
+                Level::Info,
+                "draining",
+                format!("shutting down, draining {open} connection(s)"),
+                Fields::Draining { open: *open },
+            ),
         };
         LogRecord {
             level,
@@ -137,7 +185,7 @@ impl LogRecord {
             half,
             event: "error",
             message: format!("error: {error}"),
-            fields: Map::new(),
+            fields: Fields::None,
         }
     }
 
@@ -152,27 +200,16 @@ impl LogRecord {
     /// The JSON line, stamped `now`: the envelope first (`ts`, `level`, `half`, `event`,
     /// `message`), in that order for people reading the log, then the fields.
     pub fn json(&self, now: SystemTime) -> String {
-        let mut envelope: Vec<(&str, Value)> = vec![
-            ("ts", rfc3339(now).into()),
-            ("level", self.level.as_str().into()),
-        ];
-        if let Some(half) = self.half {
-            envelope.push(("half", half.to_string().into()));
-        }
-        envelope.push(("event", self.event.into()));
-        envelope.push(("message", self.message.as_str().into()));
-        let fields = self
-            .fields
-            .iter()
-            // The envelope's keys win over a field of the same name.
-            .filter(|(k, _)| !ENVELOPE.contains(&k.as_str()))
-            .map(|(k, v)| (k.as_str(), v.clone()));
-        let members: Vec<String> = envelope
-            .into_iter()
-            .chain(fields)
-            .map(|(k, v)| format!("{}:{v}", Value::from(k)))
-            .collect();
-        format!("{{{}}}", members.join(","))
+        let line = JsonLine {
+            ts: rfc3339(now),
+            level: self.level,
+            half: self.half,
+            event: self.event,
+            message: &self.message,
+            fields: &self.fields,
+        };
+        // Strings, numbers and string keys only: serde_json has no error to return here.
+        serde_json::to_string(&line).unwrap_or_default()
     }
 
     /// The line in `format`, stamped now.
@@ -185,7 +222,7 @@ impl LogRecord {
 }
 
 /// `connection ID from PEER ended after S s: <direction>; <direction>[; error: E]`.
-fn connection_message(c: &super::ConnectionReport) -> String {
+fn connection_message(c: &ConnectionReport) -> String {
     let direction = |name: &str, d: &super::DirectionStats| {
         let pct = if d.raw_bytes == 0 {
             0.0
@@ -229,7 +266,7 @@ fn rfc3339(t: SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::net::ConnectionReport;
+    use serde_json::{Map, Value};
     use std::time::{Duration, UNIX_EPOCH};
 
     fn parse(line: &str) -> Map<String, Value> {
