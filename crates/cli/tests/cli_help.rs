@@ -21,7 +21,7 @@ fn help(args: &[&str], columns: Option<&str>) -> String {
 const ARCHIVE_EXAMPLES: [&str; 7] = [
     "  repo = \"s3://pg-wal/main\"",
     "  endpoint = \"http://127.0.0.1:9000\"   # an S3-compatible server; omit for AWS",
-    "  method = \"xz:1\"   # the high-ratio setting: smaller than xz -6, about 7x the push CPU of the default",
+    "  method = \"xz:1\"   # the high-ratio setting: smaller than xz -6, several times the push CPU of the default",
     "  pgcompress archive init --config /etc/pgcompress.toml --pgdata \"$PGDATA\"",
     "  archive_command = 'pgcompress archive push --config /etc/pgcompress.toml %p'",
     "  restore_command = 'pgcompress archive get --config /etc/pgcompress.toml %f %p'",
