@@ -12,7 +12,7 @@
 
 mod archive_support;
 
-use archive::retention::{classify, parse_segment_name, FileKind};
+use archive::retention::{classify, parse_segment_name, FileKind, Position};
 use archive_support::restore::{switch_and_wait_archived, wait, Restored};
 use archive_support::s3::{Moto, S3Repo};
 use archive_support::{
@@ -382,10 +382,12 @@ fn scenario<R: Repo + ?Sized>(repo: &R, top: &Path, long: Long) {
     // standby snapshot, makes it non-empty): it was archived after A started.
     let age = format!("{}s", a_time.elapsed().expect("clock").as_secs() + 2);
     let done = expire_json(repo, &["--keep", "1", "--min-age", &age]);
-    let held_from: u64 = done["held_from"]
-        .as_str()
-        .and_then(|s| s.parse().ok())
-        .expect("held_from");
+    let held_from = Position(
+        done["held_from"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .expect("held_from"),
+    );
     assert!(
         held_from > before_a_pos && held_from <= a_pos,
         "held from {held_from}: archived before A ({before_a_pos}) or after A's start ({a_pos}): {done}"
