@@ -385,7 +385,7 @@ fn scenario<R: Repo + ?Sized>(repo: &R, top: &Path, long: Long) {
     let held_from = Position(
         done["held_from"]
             .as_str()
-            .and_then(|s| s.parse().ok())
+            .and_then(|s| u64::from_str_radix(s, 16).ok())
             .expect("held_from"),
     );
     assert!(
