@@ -7,7 +7,7 @@ use std::path::PathBuf;
 /// Link rates unless `--rate` says otherwise: 50 Mbit/s, 1 Gbit/s, unshaped.
 pub const DEFAULT_RATES: &str = "50,1000,none";
 /// Configurations unless `--configs` says otherwise: all of them.
-pub const DEFAULT_CONFIGS: &str = "direct,socat,none,lz4,zstd:1,zstd:3,auto,ssh";
+pub const DEFAULT_CONFIGS: &str = "direct,direct-tls,socat,none,lz4,zstd:1,zstd:3,auto,ssh";
 /// Workloads unless `--workloads` says otherwise: all of them.
 pub const DEFAULT_WORKLOADS: &str = "all";
 
@@ -22,7 +22,7 @@ pub struct Options {
     pub scale: f64,
     /// Workloads separated by commas (see [`super::workload::ALL`]), or `all`.
     pub workloads: String,
-    /// Configurations separated by commas: `direct`, `socat`, `ssh` (`ssh -C`), or a tunnel method
+    /// Configurations separated by commas: `direct`, `direct-tls`, `socat`, `ssh` (`ssh -C`), or a tunnel method
     /// (`none`, `lz4`, `zstd:1`, `auto`, ...; `tunnel zstd:1` also works).
     pub configs: String,
     /// pgbench's `-T` in seconds.
@@ -40,6 +40,9 @@ pub struct Options {
 pub enum Config {
     /// Straight to PostgreSQL's veth address.
     Direct,
+    /// Straight to PostgreSQL's veth address with PostgreSQL's own TLS (`sslmode=require`): what a DBA
+    /// who needs the link encrypted runs without the tunnel.
+    DirectTls,
     /// A socat relay in each namespace: the floor of any two-hop proxy.
     Socat,
     /// The tunnel pair with this `--method`.
@@ -53,6 +56,7 @@ impl Config {
     pub fn name(&self) -> String {
         match self {
             Config::Direct => "direct".into(),
+            Config::DirectTls => super::report::DIRECT_TLS.into(),
             Config::Socat => "socat".into(),
             Config::Tunnel(m) => format!("tunnel {m}"),
             Config::Ssh => super::report::SSH_C.into(),
@@ -68,6 +72,7 @@ impl Config {
         };
         Ok(match s {
             "direct" => Config::Direct,
+            "direct-tls" | "direct TLS" => Config::DirectTls,
             "socat" => Config::Socat,
             "ssh" | "ssh -C" | "ssh-C" => Config::Ssh,
             _ => {
@@ -77,7 +82,7 @@ impl Config {
                 let level_ok = level.is_empty() || level.parse::<u8>().is_ok();
                 if !known || !level_ok || (matches!(name, "none" | "auto") && !level.is_empty()) {
                     return Err(bad(
-                        "give direct, socat, ssh or a tunnel method: none, lz4[:N], zstd[:N], auto",
+                        "give direct, direct-tls, socat, ssh or a tunnel method: none, lz4[:N], zstd[:N], auto",
                     ));
                 }
                 Config::Tunnel(m.to_string())
@@ -151,6 +156,7 @@ mod tests {
             names,
             [
                 "direct",
+                "direct TLS",
                 "socat",
                 "tunnel none",
                 "tunnel lz4",

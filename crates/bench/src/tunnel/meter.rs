@@ -16,7 +16,8 @@ use std::time::Instant;
 
 /// What stands between the clients and PostgreSQL in one configuration, running.
 pub(super) enum Relay {
-    Direct,
+    /// Straight to PostgreSQL, with its own TLS when `true`.
+    Direct(bool),
     Socat(SocatPair),
     Ssh(SshForward),
     Tunnel(Pair),
@@ -37,7 +38,8 @@ impl Relay {
             port: cluster.port(),
         };
         Ok(match c {
-            Config::Direct => Relay::Direct,
+            Config::Direct => Relay::Direct(false),
+            Config::DirectTls => Relay::Direct(true),
             Config::Socat => Relay::Socat(SocatPair::start(&server, &client, server_addr, pg)?),
             Config::Ssh => Relay::Ssh(SshForward::start(&server, &client, server_addr, pg)?),
             Config::Tunnel(method) => Relay::Tunnel(Pair::start_in(
@@ -60,11 +62,13 @@ impl Relay {
         let local = |port| Endpoint {
             host: "127.0.0.1".into(),
             port,
+            tls: false,
         };
         match self {
-            Relay::Direct => Endpoint {
+            Relay::Direct(tls) => Endpoint {
                 host: link.addr(Side::Server).to_string(),
                 port: pg_port,
+                tls: *tls,
             },
             Relay::Socat(s) => local(s.local_port()),
             Relay::Ssh(s) => local(s.local_port()),
@@ -74,7 +78,7 @@ impl Relay {
 
     pub(super) fn pids(&self) -> Vec<(String, u32)> {
         match self {
-            Relay::Direct => Vec::new(),
+            Relay::Direct(_) => Vec::new(),
             Relay::Socat(s) => s.pids(),
             Relay::Ssh(s) => s.pids(),
             Relay::Tunnel(p) => p.pids(),

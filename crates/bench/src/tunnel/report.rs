@@ -10,6 +10,8 @@ use std::io::{self, Write};
 
 /// The configuration every other one is measured against first: the client talks to PostgreSQL itself.
 pub const DIRECT: &str = "direct";
+/// The name of [`super::config::Config::DirectTls`] in reports.
+pub const DIRECT_TLS: &str = "direct TLS";
 /// The peer DBAs use today: an OpenSSH port forward with compression on.
 pub const SSH_C: &str = "ssh -C";
 /// The plain TCP relay pair: what any two-hop proxy costs at least, so interactive TPS is compared with it.

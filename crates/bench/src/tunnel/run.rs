@@ -98,6 +98,10 @@ pub fn run(o: &Options, p: &dyn Progress) -> Result<TunnelReport> {
         .guc("max_parallel_workers_per_gather", "0")
         .start()
         .context("starting PostgreSQL in the server namespace")?;
+    if configs.contains(&Config::DirectTls) {
+        p.step("turning on PostgreSQL's own TLS for direct-tls".into());
+        enable_server_tls(&cluster).context("turning on PostgreSQL's TLS (ssl = on)")?;
+    }
     let postmaster = postmaster_pid(&cluster.data_dir());
     let work = tempfile::Builder::new()
         .prefix("pgcompress-bench-tunnel-")
@@ -269,4 +273,40 @@ fn measurement(
         check: o.check,
         zstd1_bytes: o.zstd1_bytes,
     }
+}
+
+/// Gives the cluster a fresh self-signed certificate and turns `ssl` on, for `direct-tls`: clients
+/// connect with `sslmode=require`, so the certificate is not verified (the handshake and the records
+/// are what is measured).
+fn enable_server_tls(cluster: &Cluster) -> Result<()> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let data = cluster.data_dir();
+    let (crt, key) = (data.join("bench-server.crt"), data.join("bench-server.key"));
+    let mut cmd = std::process::Command::new("openssl");
+    cmd.args([
+        "req", "-new", "-x509", "-nodes", "-days", "2", "-newkey", "rsa:2048",
+    ])
+    .args(["-subj", "/CN=pgcompress-bench", "-keyout"])
+    .arg(&key)
+    .arg("-out")
+    .arg(&crt);
+    pgtest::run::run_as_current_user(&mut cmd, None, std::time::Duration::from_secs(60))?;
+    let owner = std::fs::metadata(&data).io(|| format!("reading {}", data.display()))?;
+    for f in [&crt, &key] {
+        std::os::unix::fs::chown(f, Some(owner.uid()), Some(owner.gid()))
+            .io(|| format!("giving {} to the server's user", f.display()))?;
+        std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o600))
+            .io(|| format!("making {} 0600", f.display()))?;
+    }
+    cluster.set_guc_and_reload("ssl_cert_file", &crt.to_string_lossy())?;
+    cluster.set_guc_and_reload("ssl_key_file", &key.to_string_lossy())?;
+    cluster.set_guc_and_reload("ssl", "on")?;
+    let on = cluster.query_one("SHOW ssl")?;
+    if on != "on" {
+        return Err(Error::Tunnel {
+            what: "ssl = on".into(),
+            reason: format!("the server still says ssl = {on}: {}", cluster.log_tail(5)),
+        });
+    }
+    Ok(())
 }

@@ -177,6 +177,8 @@ pub struct Endpoint {
     pub host: String,
     /// Port.
     pub port: u16,
+    /// Connect with PostgreSQL's own TLS (`sslmode=require`); otherwise in the clear.
+    pub tls: bool,
 }
 
 /// What the timed part of a run gave, and how it was checked.
@@ -216,7 +218,7 @@ fn connect(cmd: &mut Command, ep: &Endpoint, db: &str) {
         .env("PGPORT", ep.port.to_string())
         .env("PGUSER", pgtest::SUPERUSER)
         .env("PGDATABASE", db)
-        .env("PGSSLMODE", "disable")
+        .env("PGSSLMODE", if ep.tls { "require" } else { "disable" })
         .env("PGGSSENCMODE", "disable")
         .env("PGCONNECT_TIMEOUT", "30");
 }
@@ -234,6 +236,7 @@ impl Env<'_> {
         Endpoint {
             host: self.socket_dir.to_string_lossy().into_owned(),
             port: self.port,
+            tls: false,
         }
     }
 

@@ -59,8 +59,8 @@ pub struct BenchTunnelArgs {
     /// tpcb, basebackup, or all.
     #[arg(long, value_name = "NAME,...", default_value = bench::tunnel::run::DEFAULT_WORKLOADS)]
     pub workloads: String,
-    /// Configurations, separated by commas: direct, socat, ssh (ssh -C), or a tunnel method (none,
-    /// lz4, zstd:1, zstd:3, auto, ...).
+    /// Configurations, separated by commas: direct, direct-tls (PostgreSQL's own TLS, sslmode=require),
+    /// socat, ssh (ssh -C), or a tunnel method (none, lz4, zstd:1, zstd:3, auto, ...).
     #[arg(long, value_name = "NAME,...", default_value = bench::tunnel::run::DEFAULT_CONFIGS)]
     pub configs: String,
     /// Seconds each pgbench run lasts (-T).
