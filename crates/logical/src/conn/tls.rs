@@ -16,21 +16,19 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::danger::ServerCertVerifier;
 use rustls::client::WebPkiServerVerifier;
-use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
-use rustls::{
-    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
-};
+use rustls::crypto::CryptoProvider;
+use rustls::{CertificateError, ClientConfig, RootCertStore};
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use sha2::{Digest, Sha224, Sha256, Sha384, Sha512};
 use x509_cert::der::oid::db::{rfc5912, rfc8410};
 use x509_cert::der::oid::ObjectIdentifier;
 use x509_cert::der::Decode;
 
 use super::config::{RootCert, SslMode, TlsConfig};
-use super::verify::LibpqVerifier;
+use super::verify::{AnyCertificate, LibpqVerifier, Verifier};
 use super::ConnError;
 
 /// The request code of SSLRequest (`pqcomm.h` `NEGOTIATE_SSL_CODE`: 1234 << 16 | 5679).
@@ -223,13 +221,10 @@ pub(crate) fn client_config(
                     .map_err(|e| {
                         ConnError::Tls(format!("building the certificate verifier: {e}"))
                     })?;
-            Arc::new(LibpqVerifier::new(
-                webpki,
-                certs,
-                tls.mode == SslMode::VerifyFull,
-            ))
+            let check = LibpqVerifier::new(webpki, certs, tls.mode == SslMode::VerifyFull);
+            Arc::new(Verifier::new(check, &provider))
         }
-        None => Arc::new(SignaturesOnly(provider.clone())),
+        None => Arc::new(Verifier::new(AnyCertificate, &provider)),
     };
     let builder = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -305,56 +300,6 @@ pub(crate) fn handshake_error(
         ),
     };
     ConnError::Tls(msg)
-}
-
-/// require (and prefer, allow) without a root certificate: any certificate, but the
-/// handshake must be signed by its key.
-#[derive(Debug)]
-struct SignaturesOnly(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for SignaturesOnly {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }
 
 /// ecdsa-with-SHA1 (RFC 5758), absent from the OID database's RFC 5912 module.

@@ -12,13 +12,17 @@
 //!   name `*.example.com` stands for exactly one leftmost label. Letter case does not matter.
 //!
 //! The handshake signatures are verified in every mode, so the peer holds the key of the
-//! certificate it shows.
+//! certificate it shows: [`Verifier`] does that once for every mode's certificate check.
 
+use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
+use rustls::crypto::{
+    verify_tls12_signature, verify_tls13_signature, CryptoProvider, WebPkiSupportedAlgorithms,
+};
 use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 use x509_cert::der::oid::db::rfc5912;
@@ -26,6 +30,90 @@ use x509_cert::der::Decode;
 use x509_cert::ext::pkix::name::GeneralName;
 use x509_cert::ext::pkix::{ExtendedKeyUsage, SubjectAltName};
 use x509_cert::Certificate;
+
+/// What an sslmode checks of the certificate the server shows.
+pub(crate) trait CertCheck: fmt::Debug + Send + Sync {
+    /// As [`ServerCertVerifier::verify_server_cert`].
+    fn check(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error>;
+}
+
+/// A mode's certificate check `C`, and the handshake signatures checked with the crypto
+/// provider's algorithms, the same in every mode.
+#[derive(Debug)]
+pub(crate) struct Verifier<C> {
+    certificate: C,
+    algorithms: WebPkiSupportedAlgorithms,
+}
+
+impl<C: CertCheck> Verifier<C> {
+    pub(crate) fn new(certificate: C, provider: &CryptoProvider) -> Verifier<C> {
+        Verifier {
+            certificate,
+            algorithms: provider.signature_verification_algorithms,
+        }
+    }
+}
+
+impl<C: CertCheck> ServerCertVerifier for Verifier<C> {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        self.certificate
+            .check(end_entity, intermediates, server_name, ocsp_response, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
+}
+
+/// require (and prefer, allow) without a root certificate: any certificate, but the
+/// handshake must still be signed by its key ([`Verifier`]).
+#[derive(Debug)]
+pub(crate) struct AnyCertificate;
+
+impl CertCheck for AnyCertificate {
+    fn check(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+}
 
 /// The certificate check of a mode that verifies the chain; `full` adds the host name.
 #[derive(Debug)]
@@ -169,8 +257,8 @@ fn check_name(cert: &Certificate, name: &ServerName<'_>) -> Result<(), rustls::E
     .into())
 }
 
-impl ServerCertVerifier for LibpqVerifier {
-    fn verify_server_cert(
+impl CertCheck for LibpqVerifier {
+    fn check(
         &self,
         end_entity: &CertificateDer<'_>,
         intermediates: &[CertificateDer<'_>],
@@ -209,28 +297,6 @@ impl ServerCertVerifier for LibpqVerifier {
             check_name(&cert, server_name)?;
         }
         Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.chain.supported_verify_schemes()
     }
 }
 
