@@ -28,7 +28,7 @@ use x509_cert::der::oid::ObjectIdentifier;
 use x509_cert::der::Decode;
 
 use super::config::{RootCert, SslMode, TlsConfig};
-use super::verify::{AnyCertificate, LibpqVerifier, Verifier};
+use super::verify::LibpqVerifier;
 use super::ConnError;
 
 /// The request code of SSLRequest (`pqcomm.h` `NEGOTIATE_SSL_CODE`: 1234 << 16 | 5679).
@@ -221,10 +221,10 @@ pub(crate) fn client_config(
                     .map_err(|e| {
                         ConnError::Tls(format!("building the certificate verifier: {e}"))
                     })?;
-            let check = LibpqVerifier::new(webpki, certs, tls.mode == SslMode::VerifyFull);
-            Arc::new(Verifier::new(check, &provider))
+            let full = tls.mode == SslMode::VerifyFull;
+            Arc::new(LibpqVerifier::new(webpki, certs, full, &provider))
         }
-        None => Arc::new(Verifier::new(AnyCertificate, &provider)),
+        None => Arc::new(LibpqVerifier::any_certificate(&provider)),
     };
     let builder = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

@@ -12,9 +12,9 @@
 //!   name `*.example.com` stands for exactly one leftmost label. Letter case does not matter.
 //!
 //! The handshake signatures are verified in every mode, so the peer holds the key of the
-//! certificate it shows: [`Verifier`] does that once for every mode's certificate check.
+//! certificate it shows: require (and prefer, allow) without a root certificate takes any
+//! certificate, with the same signature checks, from the same verifier.
 
-use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -31,106 +31,44 @@ use x509_cert::ext::pkix::name::GeneralName;
 use x509_cert::ext::pkix::{ExtendedKeyUsage, SubjectAltName};
 use x509_cert::Certificate;
 
-/// What an sslmode checks of the certificate the server shows.
-pub(crate) trait CertCheck: fmt::Debug + Send + Sync {
-    /// As [`ServerCertVerifier::verify_server_cert`].
-    fn check(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error>;
-}
-
-/// A mode's certificate check `C`, and the handshake signatures checked with the crypto
-/// provider's algorithms, the same in every mode.
+/// The server certificate check of an sslmode, and the handshake signature checks of all.
 #[derive(Debug)]
-pub(crate) struct Verifier<C> {
-    certificate: C,
+pub(crate) struct LibpqVerifier {
+    /// The chain check of a mode that verifies; none for one that takes any certificate.
+    chain: Option<Arc<WebPkiServerVerifier>>,
+    /// The certificates of `sslrootcert`, to recognise a self-signed one the server shows.
+    roots: Vec<CertificateDer<'static>>,
+    /// verify-full: the host name too.
+    full: bool,
+    /// The crypto provider's, for the handshake signatures.
     algorithms: WebPkiSupportedAlgorithms,
 }
 
-impl<C: CertCheck> Verifier<C> {
-    pub(crate) fn new(certificate: C, provider: &CryptoProvider) -> Verifier<C> {
-        Verifier {
-            certificate,
-            algorithms: provider.signature_verification_algorithms,
-        }
-    }
-}
-
-impl<C: CertCheck> ServerCertVerifier for Verifier<C> {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        self.certificate
-            .check(end_entity, intermediates, server_name, ocsp_response, now)
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(message, cert, dss, &self.algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(message, cert, dss, &self.algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algorithms.supported_schemes()
-    }
-}
-
-/// require (and prefer, allow) without a root certificate: any certificate, but the
-/// handshake must still be signed by its key ([`Verifier`]).
-#[derive(Debug)]
-pub(crate) struct AnyCertificate;
-
-impl CertCheck for AnyCertificate {
-    fn check(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-}
-
-/// The certificate check of a mode that verifies the chain; `full` adds the host name.
-#[derive(Debug)]
-pub(crate) struct LibpqVerifier {
-    chain: Arc<WebPkiServerVerifier>,
-    /// The certificates of `sslrootcert`, to recognise a self-signed one the server shows.
-    roots: Vec<CertificateDer<'static>>,
-    full: bool,
-}
-
 impl LibpqVerifier {
+    /// A mode that verifies the chain; `full` adds the host name.
     pub(crate) fn new(
         chain: Arc<WebPkiServerVerifier>,
         roots: Vec<CertificateDer<'static>>,
         full: bool,
+        provider: &CryptoProvider,
     ) -> LibpqVerifier {
-        LibpqVerifier { chain, roots, full }
+        LibpqVerifier {
+            chain: Some(chain),
+            roots,
+            full,
+            algorithms: provider.signature_verification_algorithms,
+        }
+    }
+
+    /// require (and prefer, allow) without a root certificate: any certificate, but the
+    /// handshake must be signed by its key.
+    pub(crate) fn any_certificate(provider: &CryptoProvider) -> LibpqVerifier {
+        LibpqVerifier {
+            chain: None,
+            roots: Vec::new(),
+            full: false,
+            algorithms: provider.signature_verification_algorithms,
+        }
     }
 }
 
@@ -257,8 +195,8 @@ fn check_name(cert: &Certificate, name: &ServerName<'_>) -> Result<(), rustls::E
     .into())
 }
 
-impl CertCheck for LibpqVerifier {
-    fn check(
+impl ServerCertVerifier for LibpqVerifier {
+    fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
         intermediates: &[CertificateDer<'_>],
@@ -266,6 +204,9 @@ impl CertCheck for LibpqVerifier {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
         let cert = Certificate::from_der(end_entity.as_ref()).map_err(|_| bad_encoding())?;
         let tbs = cert.tbs_certificate();
         let self_signed = tbs.subject() == tbs.issuer();
@@ -275,7 +216,7 @@ impl CertCheck for LibpqVerifier {
         } else {
             // webpki checks the chain before the name, so a name error means the chain
             // passed; the name is checked below, by libpq's rules.
-            match self.chain.verify_server_cert(
+            match chain.verify_server_cert(
                 end_entity,
                 intermediates,
                 server_name,
@@ -297,6 +238,28 @@ impl CertCheck for LibpqVerifier {
             check_name(&cert, server_name)?;
         }
         Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algorithms.supported_schemes()
     }
 }
 
