@@ -647,11 +647,6 @@ pub(crate) fn check_digest(
     Ok(())
 }
 
-/// Lower-case hex of `bytes` (the `hex` crate's), as digests are printed and stored.
-pub fn hex(bytes: &[u8]) -> String {
-    hex::encode(bytes)
-}
-
 /// The XXH3-128 digest of `data`, big-endian (the canonical form).
 pub fn xxh3(data: &[u8]) -> [u8; XXH3_LEN] {
     twox_hash::XxHash3_128::oneshot(data).to_be_bytes()

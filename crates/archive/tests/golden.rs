@@ -80,16 +80,12 @@ fn golden_input() -> (String, Vec<u8>) {
     (name, data)
 }
 
-fn hex(bytes: &[u8]) -> String {
-    archive::container::hex(bytes)
-}
-
 #[test]
 fn the_golden_container_is_what_push_writes_and_decodes_to_its_input() {
     let (name, input) = golden_input();
     let spec: Spec = METHOD.parse().expect("spec");
     let packed = pack(&name, &input, &spec).expect("pack");
-    let input_sha = hex(&Sha256::digest(&input));
+    let input_sha = hex::encode(Sha256::digest(&input));
     if std::env::var_os("PGCOMPRESS_BLESS").is_some() {
         std::fs::write(golden_path(), &packed.bytes).expect("write golden file");
         eprintln!(
@@ -133,7 +129,7 @@ fn the_golden_container_is_what_push_writes_and_decodes_to_its_input() {
     // (b) Today's decoder gives the golden container's input back.
     let (header, out) = archive::decode(&golden).expect("decode the golden container");
     assert_eq!(header.name, name);
-    assert_eq!(hex(&Sha256::digest(&out)), INPUT_SHA256);
+    assert_eq!(hex::encode(Sha256::digest(&out)), INPUT_SHA256);
     assert!(out == input);
 }
 
@@ -194,7 +190,7 @@ fn damaged_word_coding_in_a_container_is_an_error_never_other_bytes() {
             match archive::decode(&bad) {
                 Ok((_, out)) => {
                     assert_eq!(
-                        hex(&Sha256::digest(&out)),
+                        hex::encode(Sha256::digest(&out)),
                         INPUT_SHA256,
                         "byte {at} ^ {bit:#x}"
                     );

@@ -64,7 +64,7 @@ fn s3_repository_behaves_like_a_directory() {
             .iter()
             .find(|f| f["name"] == name)
             .unwrap_or_else(|| panic!("{name} not listed: {info}"));
-        let sha = hex(&Sha256::digest(std::fs::read(seg).expect("read")));
+        let sha = hex::encode(Sha256::digest(std::fs::read(seg).expect("read")));
         assert_eq!(f["sha256"], sha, "{name}");
         assert_eq!(f["transform"], "wal-records", "{name}");
         let stored = repo.stored(name).expect("object");
@@ -291,8 +291,4 @@ fn unreachable_store(scratch: &Path, segment: &Path) {
         );
     }
     assert!(!dest.exists());
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -2,8 +2,12 @@
 //! `pgcompress: error: ...` and at most one hint line, each cause said once and in our words,
 //! the exit status scripts read right. No server is needed: these are refused before one is.
 
-use std::path::Path;
+mod error_support;
+mod tunnel_support;
+
+use error_support::one_error;
 use std::process::{Command, Output};
+use tunnel_support::Keys;
 
 fn pgcompress(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_pgcompress"))
@@ -13,32 +17,6 @@ fn pgcompress(args: &[&str]) -> Output {
         .env_remove("PGCOMPRESS_METHOD")
         .output()
         .expect("run pgcompress")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// Asserts the one style: a first line `pgcompress: error: ...`, at most one more line, which
-/// is a hint; returns the error line.
-fn one_error(out: &Output, status: i32, what: &str) -> String {
-    let err = stderr(out);
-    assert_eq!(out.status.code(), Some(status), "{what}: {err}");
-    let lines: Vec<&str> = err.lines().collect();
-    assert!(
-        lines
-            .first()
-            .is_some_and(|l| l.starts_with("pgcompress: error: ")),
-        "{what}: {err}"
-    );
-    assert!(
-        lines.len() <= 2,
-        "{what}: more than an error and a hint: {err}"
-    );
-    if let Some(hint) = lines.get(1) {
-        assert!(hint.starts_with("pgcompress: hint: "), "{what}: {err}");
-    }
-    lines[0].to_owned()
 }
 
 /// The parts of a message between ": " and "; ": none may come twice.
@@ -57,19 +35,13 @@ fn assert_no_part_twice(line: &str, what: &str) {
     }
 }
 
-fn keys(dir: &Path) {
-    let out = pgcompress(&["tunnel", "keys", dir.to_str().expect("utf-8")]);
-    assert!(out.status.success(), "{}", stderr(&out));
-}
-
 #[test]
 fn usage_and_runtime_errors_share_one_style_and_keep_their_statuses() {
     let scratch = tempfile::tempdir().expect("tempdir");
     let repo = scratch.path().join("repo");
     let repo = repo.to_str().expect("utf-8");
-    let k = scratch.path().join("k");
-    keys(&k);
-    let pem = |n: &str| k.join(n).to_str().expect("utf-8").to_owned();
+    let k = Keys::new();
+    let pem = |n: &str| k.file(n).to_str().expect("utf-8").to_owned();
     let (ca, cert, key) = (pem("ca.pem"), pem("client.pem"), pem("client-key.pem"));
     let cases: Vec<(Vec<&str>, i32)> = vec![
         (vec!["wal", "stats", "--no-such-flag", "x"], 2),
@@ -162,10 +134,8 @@ fn no_error_says_its_cause_twice() {
 
 #[test]
 fn each_method_flag_lists_only_what_it_accepts() {
-    let scratch = tempfile::tempdir().expect("tempdir");
-    let k = scratch.path().join("k");
-    keys(&k);
-    let pem = |n: &str| k.join(n).to_str().expect("utf-8").to_owned();
+    let k = Keys::new();
+    let pem = |n: &str| k.file(n).to_str().expect("utf-8").to_owned();
     let (ca, cert, key) = (pem("ca.pem"), pem("client.pem"), pem("client-key.pem"));
     let tunnel = |m: &'static str| {
         vec![
@@ -237,10 +207,8 @@ fn keep_zero_says_what_is_valid() {
 
 #[test]
 fn a_tunnel_key_that_is_not_its_certificates_says_so() {
-    let scratch = tempfile::tempdir().expect("tempdir");
-    let k = scratch.path().join("k");
-    keys(&k);
-    let pem = |n: &str| k.join(n).to_str().expect("utf-8").to_owned();
+    let k = Keys::new();
+    let pem = |n: &str| k.file(n).to_str().expect("utf-8").to_owned();
     for (half, cert, key, at) in [
         (
             "server",

@@ -5,12 +5,14 @@
 //! file, state file or spill directory created, an existing output and state left
 //! byte-identical.
 
+mod error_support;
 mod logical_support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use logical_support::{cluster, recv, recv_command, refused};
+use error_support::refused;
+use logical_support::{cluster, recv, recv_command};
 
 /// Every file under `dir` with its bytes (directories as empty entries).
 fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {

@@ -5,15 +5,17 @@
 //! SCRAM-SHA-256-PLUS over TLS and refuses every login that is not bound; a client certificate
 //! logs in where pg_hba.conf says `cert`.
 
+mod error_support;
 mod logical_support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use error_support::refused;
 use logical::conn::{ConnConfig, Connection, CopyEvent, Env, StartOptions};
 use logical::{CopyMessage, Decoder, Lsn, Message, Options, Streaming};
-use logical_support::{assert_same, ours, pgcompress, refused, test_decoding};
+use logical_support::{assert_same, ours, pgcompress, test_decoding};
 use pgtest::Cluster;
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,

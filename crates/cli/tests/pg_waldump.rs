@@ -102,10 +102,7 @@ fn assert_agrees(c: &Corpus, label: &str, files: &[std::path::PathBuf]) -> Value
         "{label}: bytes accounted for"
     );
     // The text table is pg_waldump's, byte for byte.
-    let mut args = vec!["wal".to_string(), "stats".to_string()];
-    args.extend(files.iter().map(|f| f.display().to_string()));
-    let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-    let out = pgcompress(&args);
+    let out = pgcompress_on(&["wal", "stats"], &files);
     assert!(out.status.success());
     let ours_text = String::from_utf8(out.stdout).expect("utf8");
     assert!(

@@ -5,29 +5,15 @@
 mod common;
 
 use common::*;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 fn verify(files: &[PathBuf]) -> (i32, String, String) {
-    let mut args = vec!["wal".to_string(), "verify".to_string()];
-    args.extend(files.iter().map(|f| f.display().to_string()));
-    let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-    let out = pgcompress(&args);
-    (
-        out.status.code().expect("exit code"),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    wal_command("verify", files)
 }
 
 /// A copy of `files` in a fresh directory, to damage.
 fn copy(c: &Corpus, label: &str, files: &[PathBuf]) -> Vec<PathBuf> {
     isolate(c.dir.path(), label, files)
-}
-
-fn edit(path: &Path, f: impl FnOnce(&mut Vec<u8>)) {
-    let mut b = std::fs::read(path).expect("read");
-    f(&mut b);
-    std::fs::write(path, b).expect("write");
 }
 
 fn assert_corrupt(label: &str, files: &[PathBuf], expect_file: &str, expect_words: &str) {

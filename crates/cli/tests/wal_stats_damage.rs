@@ -4,48 +4,7 @@
 mod common;
 
 use common::*;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// Exit status, stdout and stderr of `pg_waldump --stats -p DIR FIRST LAST`.
-fn pg_waldump(c: &Corpus, files: &[PathBuf]) -> (i32, String, String) {
-    let waldump = c
-        .cluster
-        .install()
-        .own_bin("pg_waldump")
-        .expect("this major's pg_waldump: the oracle of this test");
-    let out = Command::new(waldump)
-        .arg("--stats")
-        .arg("-p")
-        .arg(files[0].parent().expect("dir"))
-        .arg(name(&files[0]))
-        .arg(name(files.last().expect("last")))
-        .output()
-        .expect("run pg_waldump");
-    (
-        out.status.code().expect("pg_waldump exit code"),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn ours(cmd: &str, files: &[PathBuf]) -> (i32, String, String) {
-    let mut args = vec!["wal".to_string(), cmd.to_string()];
-    args.extend(files.iter().map(|f| f.display().to_string()));
-    let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-    let out = pgcompress(&args);
-    (
-        out.status.code().expect("exit code"),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn edit(path: &Path, f: impl FnOnce(&mut Vec<u8>)) {
-    let mut b = std::fs::read(path).expect("read");
-    f(&mut b);
-    std::fs::write(path, b).expect("write");
-}
+use std::path::Path;
 
 /// Damages a copy of `all` with `damage` (given the middle segment) and compares.
 fn check(c: &Corpus, label: &str, damage: impl FnOnce(&Path)) {
@@ -53,8 +12,8 @@ fn check(c: &Corpus, label: &str, damage: impl FnOnce(&Path)) {
     let mid = files.len() / 2;
     damage(&files[mid]);
     let victim = name(&files[mid]);
-    let (pg_code, pg_out, pg_err) = pg_waldump(c, &files);
-    let (code, out, err) = ours("stats", &files);
+    let (pg_code, pg_out, pg_err) = pg_waldump_stats_exit(&c.cluster, &files);
+    let (code, out, err) = wal_command("stats", &files);
     eprintln!("{label}: pg_waldump exit {pg_code}: {pg_err}; pgcompress exit {code}: {err}");
     assert_ne!(pg_code, 0, "{label}: pg_waldump sees the damage");
     assert_eq!(
@@ -80,10 +39,7 @@ fn check(c: &Corpus, label: &str, damage: impl FnOnce(&Path)) {
         );
     }
     // --json: the same status, and the damage in the object.
-    let mut args = vec!["wal".to_string(), "stats".to_string(), "--json".to_string()];
-    args.extend(files.iter().map(|f| f.display().to_string()));
-    let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-    let out = pgcompress(&args);
+    let out = pgcompress_on(&["wal", "stats", "--json"], &files);
     assert_eq!(
         out.status.code(),
         Some(pg_code),
@@ -98,7 +54,7 @@ fn check(c: &Corpus, label: &str, damage: impl FnOnce(&Path)) {
         j["damage"]
     );
     // `wal verify` judges the same files the same way.
-    let (vcode, _, verr) = ours("verify", &files);
+    let (vcode, _, verr) = wal_command("verify", &files);
     assert_eq!(vcode, code, "{label}: wal verify agrees: {verr}");
 }
 
@@ -108,10 +64,10 @@ fn stats_exits_as_pg_waldump_on_damaged_and_truncated_wal() {
     assert!(c.all.len() >= 6, "enough segments: {}", c.all.len());
     // Sound WAL: both succeed, and so does ours on the live pg_wal, whose ordinary
     // end (zeros after the last record) is not damage.
-    let (pg_code, _, pg_err) = pg_waldump(&c, &c.all);
-    let (code, _, err) = ours("stats", &c.all);
+    let (pg_code, _, pg_err) = pg_waldump_stats_exit(&c.cluster, &c.all);
+    let (code, _, err) = wal_command("stats", &c.all);
     assert_eq!((code, pg_code), (0, 0), "sound WAL: {err} / {pg_err}");
-    let (code, _, err) = ours("stats", &c.live);
+    let (code, _, err) = wal_command("stats", &c.live);
     assert_eq!(code, 0, "live pg_wal: {err}");
     assert_eq!(stats_json(&c.all)["damage"], serde_json::Value::Null);
 

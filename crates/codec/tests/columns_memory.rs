@@ -2,62 +2,13 @@
 //! most fields a PostgreSQL row has) must be coded in memory of the order of the
 //! chunk, not a reservation per column of a share of the whole chunk.
 //!
-//! A counting global allocator measures the peak of live heap bytes while `encode`
+//! A counting global allocator (`memcount`) measures the peak of live heap bytes while `encode`
 //! runs; this file holds one test so no other test allocates meanwhile.
 
 use sha2::Digest;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-// Measuring allocations needs a GlobalAlloc, whose methods are unsafe by definition.
-// SAFETY: every call is passed to the system allocator with the caller's own pointer and
-// layout, unchanged; only counters are added.
-#[allow(unsafe_code)]
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            let now = LIVE.fetch_add(layout.size(), Ordering::SeqCst) + layout.size();
-            PEAK.fetch_max(now, Ordering::SeqCst);
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size(), Ordering::SeqCst);
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            if new_size >= layout.size() {
-                let now = LIVE.fetch_add(new_size - layout.size(), Ordering::SeqCst) + new_size
-                    - layout.size();
-                PEAK.fetch_max(now, Ordering::SeqCst);
-            } else {
-                LIVE.fetch_sub(layout.size() - new_size, Ordering::SeqCst);
-            }
-        }
-        p
-    }
-}
 
 #[global_allocator]
-static ALLOC: Counting = Counting;
-
-/// Live heap bytes at the peak of `f`, above what was live before it.
-fn peak_of<T>(f: impl FnOnce() -> T) -> (T, usize) {
-    let before = LIVE.load(Ordering::SeqCst);
-    PEAK.store(before, Ordering::SeqCst);
-    let out = f();
-    (out, PEAK.load(Ordering::SeqCst) - before)
-}
+static ALLOC: memcount::Counting = memcount::Counting;
 
 /// A 128 KiB chunk (the link's) of lines of `cols` comma-separated small numbers.
 fn chunk(cols: usize) -> Vec<u8> {
@@ -87,7 +38,7 @@ fn chunk(cols: usize) -> Vec<u8> {
 fn wide_rows_are_coded_in_memory_of_the_order_of_the_chunk() {
     for cols in [1_600, 400, 16] {
         let data = chunk(cols);
-        let (coded, peak) = peak_of(|| codec::columns::encode(&data));
+        let (coded, peak) = memcount::peak_of(|| codec::columns::encode(&data));
         let coded = coded.unwrap_or_else(|| panic!("{cols} columns: accepted"));
         assert_eq!(
             codec::columns::decode(&coded, data.len()).expect("decodes"),

@@ -300,7 +300,7 @@ pub fn hash_stdout(cmd: &mut Command, what: &str) -> Result<(u64, String)> {
             stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
         });
     }
-    Ok((len, archive::container::hex(&hash.finalize())))
+    Ok((len, hex::encode(hash.finalize())))
 }
 
 /// CPU ticks the machine spent working (user, nice, system, irq, softirq), from /proc/stat.

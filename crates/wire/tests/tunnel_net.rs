@@ -6,7 +6,7 @@
 mod common;
 mod net_support;
 
-use net_support::{psql, Tunnel};
+use net_support::{psql, socket_upstream, Tunnel};
 use pgtest::Cluster;
 use wire::net::Endpoint;
 
@@ -97,14 +97,6 @@ fn psql_command(cluster: &Cluster, host: &str, port: &str, sql: &str) -> std::pr
     let mut cmd = cluster.command("psql");
     cmd.args(["-X", "-At", "-h", host, "-p", port, "-c", sql]);
     cmd
-}
-
-fn socket_upstream(cluster: &Cluster) -> Endpoint {
-    Endpoint::parse(
-        cluster.socket_dir().to_str().expect("utf-8 path"),
-        cluster.port(),
-    )
-    .expect("endpoint")
 }
 
 /// Reads until the peer closes or fails; returns the bytes that arrived.

@@ -8,17 +8,9 @@ mod net_support;
 
 use std::time::Duration;
 
-use net_support::{http, psql, sample, Tunnel};
+use net_support::{http, psql, refused_psql, sample, socket_upstream, Tunnel};
 use pgtest::Cluster;
 use wire::net::{Endpoint, Half, Report, StatsSnapshot};
-
-fn socket_upstream(cluster: &Cluster) -> Endpoint {
-    Endpoint::parse(
-        cluster.socket_dir().to_str().expect("utf-8 path"),
-        cluster.port(),
-    )
-    .expect("endpoint")
-}
 
 /// Holds `n` sessions open through the tunnel (each sleeping 4 s), runs `third` while they
 /// are, and returns the sessions' outputs.
@@ -50,15 +42,6 @@ fn with_sessions_open(
             .map(|h| h.join().expect("psql thread"))
             .collect()
     })
-}
-
-/// psql's error when connecting through the tunnel must fail.
-fn refused_psql(cluster: &Cluster, port: &str) -> String {
-    let mut cmd = cluster.command("psql");
-    cmd.args(["-X", "-At", "-h", "127.0.0.1", "-p", port, "-c", "SELECT 1"]);
-    pgtest::run::run_with(&mut cmd, None, Duration::from_secs(30))
-        .expect_err("a connection past the limit")
-        .to_string()
 }
 
 /// Sends a StartupMessage to `addr` and returns the fields of the ErrorResponse that comes
@@ -97,7 +80,7 @@ fn the_client_half_refuses_the_connection_past_its_limit() {
     );
     let port = tunnel.client_port();
     let outs = with_sessions_open(&cluster, &tunnel, 2, || {
-        let err = refused_psql(&cluster, &port);
+        let err = refused_psql(&cluster, &format!("host=127.0.0.1 port={port}"));
         assert!(
             err.contains("pgcompress tunnel client: too many connections (2)"),
             "{err}"
@@ -144,7 +127,7 @@ fn the_server_half_refuses_the_link_past_its_limit() {
     );
     let port = tunnel.client_port();
     let outs = with_sessions_open(&cluster, &tunnel, 1, || {
-        let err = refused_psql(&cluster, &port);
+        let err = refused_psql(&cluster, &format!("host=127.0.0.1 port={port}"));
         assert!(
             err.contains("pgcompress tunnel server: too many connections (1)"),
             "{err}"

@@ -157,6 +157,12 @@ pub fn phase(cluster: &Cluster, name: &str, work: impl FnOnce()) -> Vec<PathBuf>
 
 /// Output and exit status of `pg_waldump --stats -p DIR FIRST LAST`.
 pub fn pg_waldump_stats(cluster: &Cluster, files: &[PathBuf]) -> (String, bool) {
+    let (code, out, _err) = pg_waldump_stats_exit(cluster, files);
+    (out, code == 0)
+}
+
+/// Exit status, stdout and stderr of `pg_waldump --stats -p DIR FIRST LAST`.
+pub fn pg_waldump_stats_exit(cluster: &Cluster, files: &[PathBuf]) -> (i32, String, String) {
     let dir = files[0].parent().expect("dir");
     // The server's own major's pg_waldump: another major's refuses the page magic.
     let waldump = cluster
@@ -171,26 +177,47 @@ pub fn pg_waldump_stats(cluster: &Cluster, files: &[PathBuf]) -> (String, bool) 
         .arg(name(files.last().expect("last")))
         .output()
         .expect("run pg_waldump");
+    exit_and_text(out)
+}
+
+/// Exit status, stdout and stderr of a finished command.
+pub fn exit_and_text(out: std::process::Output) -> (i32, String, String) {
     (
-        String::from_utf8(out.stdout).expect("utf8"),
-        out.status.success(),
+        out.status.code().expect("exit code"),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
 
 /// Runs the pgcompress binary.
 pub fn pgcompress(args: &[&str]) -> std::process::Output {
+    pgcompress_on(args, &[])
+}
+
+/// Runs `pgcompress ARGS FILES...`.
+pub fn pgcompress_on(args: &[&str], files: &[PathBuf]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_pgcompress"))
         .args(args)
+        .args(files)
         .output()
         .expect("run pgcompress")
 }
 
+/// Exit status, stdout and stderr of `pgcompress wal CMD FILES...`.
+pub fn wal_command(cmd: &str, files: &[PathBuf]) -> (i32, String, String) {
+    exit_and_text(pgcompress_on(&["wal", cmd], files))
+}
+
+/// Rewrites `path` with `f` applied to its bytes: damage done to a copy of WAL.
+pub fn edit(path: &Path, f: impl FnOnce(&mut Vec<u8>)) {
+    let mut b = std::fs::read(path).expect("read");
+    f(&mut b);
+    std::fs::write(path, b).expect("write");
+}
+
 /// Runs `pgcompress wal stats --json` on files and parses the object.
 pub fn stats_json(files: &[PathBuf]) -> serde_json::Value {
-    let mut args = vec!["wal", "stats", "--json"];
-    let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
-    args.extend(names.iter().map(|s| s.as_str()));
-    let out = pgcompress(&args);
+    let out = pgcompress_on(&["wal", "stats", "--json"], files);
     assert!(
         out.status.success(),
         "pgcompress failed: {}",

@@ -86,25 +86,6 @@ pub fn recv(cluster: &Cluster, slot: &str, out: &Path, stop: &str, extra: &[&str
     o
 }
 
-/// What a refused `logical recv` prints, after checking the exit status: one error line, and
-/// for a usage error at most one hint line after it.
-pub fn refused(o: &Output) -> String {
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert_eq!(o.status.code(), Some(2), "expected exit 2: {err}");
-    let mut lines = err.lines();
-    assert!(
-        lines
-            .next()
-            .is_some_and(|l| l.starts_with("pgcompress: error: ")),
-        "one error line: {err}"
-    );
-    assert!(
-        lines.all(|l| l.starts_with("pgcompress: hint: ")),
-        "one error line, then at most a hint: {err}"
-    );
-    err
-}
-
 /// One change, normalised so that both decodings can be compared.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {

@@ -582,12 +582,7 @@ pub fn sha256_file(path: &Path) -> String {
     let mut f = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut h = Sha256::new();
     std::io::copy(&mut f, &mut h).expect("hash file");
-    hex(&h.finalize())
-}
-
-/// Lower-case hex of bytes.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(h.finalize())
 }
 
 /// An order-independent checksum of every user table of `dbname`, computed by the server: one line per

@@ -16,14 +16,12 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::danger::ServerCertVerifier;
 use rustls::client::WebPkiServerVerifier;
-use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
-use rustls::{
-    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
-};
+use rustls::crypto::CryptoProvider;
+use rustls::{CertificateError, ClientConfig, RootCertStore};
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use sha2::{Digest, Sha224, Sha256, Sha384, Sha512};
 use x509_cert::der::oid::db::{rfc5912, rfc8410};
 use x509_cert::der::oid::ObjectIdentifier;
@@ -223,13 +221,10 @@ pub(crate) fn client_config(
                     .map_err(|e| {
                         ConnError::Tls(format!("building the certificate verifier: {e}"))
                     })?;
-            Arc::new(LibpqVerifier::new(
-                webpki,
-                certs,
-                tls.mode == SslMode::VerifyFull,
-            ))
+            let full = tls.mode == SslMode::VerifyFull;
+            Arc::new(LibpqVerifier::new(webpki, certs, full, &provider))
         }
-        None => Arc::new(SignaturesOnly(provider.clone())),
+        None => Arc::new(LibpqVerifier::any_certificate(&provider)),
     };
     let builder = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -305,56 +300,6 @@ pub(crate) fn handshake_error(
         ),
     };
     ConnError::Tls(msg)
-}
-
-/// require (and prefer, allow) without a root certificate: any certificate, but the
-/// handshake must be signed by its key.
-#[derive(Debug)]
-struct SignaturesOnly(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for SignaturesOnly {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }
 
 /// ecdsa-with-SHA1 (RFC 5758), absent from the OID database's RFC 5912 module.

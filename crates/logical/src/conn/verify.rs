@@ -12,13 +12,17 @@
 //!   name `*.example.com` stands for exactly one leftmost label. Letter case does not matter.
 //!
 //! The handshake signatures are verified in every mode, so the peer holds the key of the
-//! certificate it shows.
+//! certificate it shows: require (and prefer, allow) without a root certificate takes any
+//! certificate, with the same signature checks, from the same verifier.
 
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
+use rustls::crypto::{
+    verify_tls12_signature, verify_tls13_signature, CryptoProvider, WebPkiSupportedAlgorithms,
+};
 use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 use x509_cert::der::oid::db::rfc5912;
@@ -27,22 +31,44 @@ use x509_cert::ext::pkix::name::GeneralName;
 use x509_cert::ext::pkix::{ExtendedKeyUsage, SubjectAltName};
 use x509_cert::Certificate;
 
-/// The certificate check of a mode that verifies the chain; `full` adds the host name.
+/// The server certificate check of an sslmode, and the handshake signature checks of all.
 #[derive(Debug)]
 pub(crate) struct LibpqVerifier {
-    chain: Arc<WebPkiServerVerifier>,
+    /// The chain check of a mode that verifies; none for one that takes any certificate.
+    chain: Option<Arc<WebPkiServerVerifier>>,
     /// The certificates of `sslrootcert`, to recognise a self-signed one the server shows.
     roots: Vec<CertificateDer<'static>>,
+    /// verify-full: the host name too.
     full: bool,
+    /// The crypto provider's, for the handshake signatures.
+    algorithms: WebPkiSupportedAlgorithms,
 }
 
 impl LibpqVerifier {
+    /// A mode that verifies the chain; `full` adds the host name.
     pub(crate) fn new(
         chain: Arc<WebPkiServerVerifier>,
         roots: Vec<CertificateDer<'static>>,
         full: bool,
+        provider: &CryptoProvider,
     ) -> LibpqVerifier {
-        LibpqVerifier { chain, roots, full }
+        LibpqVerifier {
+            chain: Some(chain),
+            roots,
+            full,
+            algorithms: provider.signature_verification_algorithms,
+        }
+    }
+
+    /// require (and prefer, allow) without a root certificate: any certificate, but the
+    /// handshake must be signed by its key.
+    pub(crate) fn any_certificate(provider: &CryptoProvider) -> LibpqVerifier {
+        LibpqVerifier {
+            chain: None,
+            roots: Vec::new(),
+            full: false,
+            algorithms: provider.signature_verification_algorithms,
+        }
     }
 }
 
@@ -178,6 +204,9 @@ impl ServerCertVerifier for LibpqVerifier {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
         let cert = Certificate::from_der(end_entity.as_ref()).map_err(|_| bad_encoding())?;
         let tbs = cert.tbs_certificate();
         let self_signed = tbs.subject() == tbs.issuer();
@@ -187,7 +216,7 @@ impl ServerCertVerifier for LibpqVerifier {
         } else {
             // webpki checks the chain before the name, so a name error means the chain
             // passed; the name is checked below, by libpq's rules.
-            match self.chain.verify_server_cert(
+            match chain.verify_server_cert(
                 end_entity,
                 intermediates,
                 server_name,
@@ -217,7 +246,7 @@ impl ServerCertVerifier for LibpqVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain.verify_tls12_signature(message, cert, dss)
+        verify_tls12_signature(message, cert, dss, &self.algorithms)
     }
 
     fn verify_tls13_signature(
@@ -226,11 +255,11 @@ impl ServerCertVerifier for LibpqVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain.verify_tls13_signature(message, cert, dss)
+        verify_tls13_signature(message, cert, dss, &self.algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.chain.supported_verify_schemes()
+        self.algorithms.supported_schemes()
     }
 }
 

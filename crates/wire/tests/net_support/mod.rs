@@ -26,6 +26,15 @@ pub fn keys(dir: &Path) -> PathBuf {
     dir.to_path_buf()
 }
 
+/// The cluster's Unix socket as a server half's upstream.
+pub fn socket_upstream(cluster: &Cluster) -> Endpoint {
+    Endpoint::parse(
+        cluster.socket_dir().to_str().expect("utf-8 path"),
+        cluster.port(),
+    )
+    .expect("endpoint")
+}
+
 /// Both halves running on their own runtime.
 pub struct Tunnel {
     pub runtime: tokio::runtime::Runtime,
@@ -42,7 +51,9 @@ pub struct Tunnel {
     _dir: tempfile::TempDir,
 }
 
-fn collector(half: Half) -> (Reporter, Arc<Mutex<Vec<Report>>>, mpsc::Receiver<String>) {
+/// A reporter that prints and keeps `half`'s reports, and a channel of the addresses it
+/// reports listening on.
+pub fn collector(half: Half) -> (Reporter, Arc<Mutex<Vec<Report>>>, mpsc::Receiver<String>) {
     let all = Arc::new(Mutex::new(Vec::new()));
     let (tx, rx) = mpsc::channel();
     let tx = Mutex::new(tx);
@@ -284,6 +295,19 @@ pub fn psql(cluster: &Cluster, via: Option<&str>, sql: &str, password: Option<&s
     let out = pgtest::run::run_with(&mut cmd, Some(sql.as_bytes()), Duration::from_secs(120))
         .unwrap_or_else(|e| panic!("psql via {via:?}: {e}"));
     String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// `psql -X -At -c 'SELECT 1' CONNINFO`, which must be refused: its error, as the caller sees it.
+pub fn refused_psql(cluster: &Cluster, conninfo: &str) -> String {
+    let mut cmd = cluster.command("psql");
+    cmd.args(["-X", "-At", "-c", "SELECT 1", conninfo]);
+    match pgtest::run::run_with(&mut cmd, None, Duration::from_secs(60)) {
+        Ok(out) => panic!(
+            "psql connected with {conninfo:?}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        ),
+        Err(e) => e.to_string(),
+    }
 }
 
 /// A rustls client configuration for the link with `roots` trusted and, if given, a client

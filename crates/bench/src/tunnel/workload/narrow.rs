@@ -57,7 +57,7 @@ pub(super) fn reference(env: &Env<'_>, sql: &str) -> Result<NarrowReference> {
     Ok(NarrowReference {
         hash: (
             out.stdout.len() as u64,
-            archive::container::hex(&Sha256::digest(&out.stdout)),
+            hex::encode(Sha256::digest(&out.stdout)),
         ),
         zstd1_bytes: zstd1.len() as u64,
     })
