@@ -11,8 +11,7 @@ use std::time::Duration;
 use codec::Spec;
 
 use crate::framer::Framer;
-use crate::link::auto::Tuning;
-use crate::link::{AutoPolicy, Compressible, Counters, LinkEncoder, Observation};
+use crate::link::{AutoPolicy, Compressible, Counters, LinkEncoder, Observation, Tuning};
 
 use super::error::NetError;
 
