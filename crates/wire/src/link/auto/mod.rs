@@ -212,7 +212,7 @@ impl AutoPolicy {
                 // Probes go back to the level left, but never under probe_level (lz4 has no
                 // entropy stage, and text of few symbols it cannot shrink zstd does).
                 self.mode = Mode::Holding {
-                    resume: self.level.max(t.probe_level),
+                    resume: self.level.max(t.probe_level).min(TOP),
                     left: self.next_wait,
                 };
                 self.next_wait = (self.next_wait * 2).min(t.probe_max);
