@@ -11,7 +11,7 @@ pub mod encoder;
 pub mod frame;
 pub mod handshake;
 
-pub use auto::{AutoPolicy, Observation, Settled};
+pub use auto::{AutoPolicy, Observation, Tuning};
 pub use decoder::{Decoded, Event, LinkDecoder};
 pub use encoder::{Compressible, LinkEncoder, SenderConfig, TagSet};
 pub use handshake::{Accept, Hello, Reply};

@@ -15,13 +15,13 @@ use super::endpoint::{Endpoint, Stream};
 use super::error::NetError;
 use super::meter::{MeterTargets, Metered};
 use super::pump::{self, DirectionCtx};
-use super::sender::Sender;
+use super::sender::{Sender, Settled};
 use super::stats::{track_connection, DirectionCounters, Half, Stats, StatsSnapshot};
 use super::{bind_metrics, serve, Report, Reporter, Serving, Shutdown, HANDSHAKE_TIMEOUT};
 use crate::framer::{Framer, Kind};
 use crate::link::handshake::AUTO;
 use crate::link::{
-    Accept, Hello, LinkDecoder, LinkEncoder, Reply, SenderConfig, Settled, TagSet, COLUMNS_VERSION,
+    Accept, Hello, LinkDecoder, LinkEncoder, Reply, SenderConfig, TagSet, COLUMNS_VERSION,
 };
 use crate::Direction;
 

@@ -4,13 +4,14 @@
 //! limit (256 KiB) is encoded as its bytes arrive, so a 300 MB DataRow never sits in memory and
 //! the buffer here stays under that limit plus one read.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use codec::Spec;
 
 use crate::framer::Framer;
-use crate::link::{AutoPolicy, Compressible, Counters, LinkEncoder, Observation, Settled};
+use crate::link::{AutoPolicy, Compressible, Counters, LinkEncoder, Observation, Tuning};
 
 use super::error::NetError;
 
@@ -20,8 +21,36 @@ pub(crate) struct Sender {
     encoder: LinkEncoder,
     /// Bytes read from the source that do not yet make a whole message or piece.
     buf: Vec<u8>,
-    /// `--method auto`: the policy, with what the encoder had counted at its last look.
-    auto: Option<(AutoPolicy, Compressible)>,
+    /// `--method auto`: the policy, what the encoder had counted at its last look, and where
+    /// the half keeps the rung the policy settles on.
+    auto: Option<(AutoPolicy, Compressible, Arc<Settled>)>,
+}
+
+/// Where `--method auto`'s bulk connections of one half and direction last settled (a rung of
+/// [`crate::link::auto::LADDER`]), kept for the next: each policy is handed it when built and
+/// reports where it settles ([`AutoPolicy::poll_settled`]). The policies share nothing else.
+#[derive(Debug)]
+pub(crate) struct Settled(AtomicUsize);
+
+/// [`Settled`]'s value while no connection settled yet.
+const NOTHING_SETTLED: usize = usize::MAX;
+
+impl Settled {
+    /// Nothing settled yet: the policy decides where a fresh half's bulk traffic starts.
+    pub(crate) fn new() -> Self {
+        Settled(AtomicUsize::new(NOTHING_SETTLED))
+    }
+
+    fn get(&self) -> Option<usize> {
+        match self.0.load(Ordering::Relaxed) {
+            NOTHING_SETTLED => None,
+            rung => Some(rung),
+        }
+    }
+
+    fn set(&self, rung: usize) {
+        self.0.store(rung, Ordering::Relaxed);
+    }
 }
 
 /// Times one pass of the encoding pump measured, for `--method auto`.
@@ -49,18 +78,18 @@ impl Sender {
     }
 
     /// Lets [`AutoPolicy`] choose this direction's method from now on (`--method auto`), its
-    /// bulk traffic starting where the half's others last settled and its interactive traffic
-    /// at zstd:1 (fewer link bytes than verbatim once the context is warm).
+    /// bulk traffic starting where the half's others last settled (`settled`, which this sender
+    /// updates as its policy settles).
     pub(crate) fn adapt(mut self, settled: Arc<Settled>) -> Self {
-        let policy = AutoPolicy::sharing(settled).interactive(crate::link::auto::FIRST_BULK);
-        self.auto = Some((policy, self.encoder.compressible()));
+        let policy = AutoPolicy::new(Tuning::DEFAULT, settled.get());
+        self.auto = Some((policy, self.encoder.compressible(), settled));
         self
     }
 
     /// Hands one pass's timings to the policy, if any, and switches the method when it
     /// says so; returns the new method.
     pub(crate) fn observe(&mut self, t: &Timings) -> Result<Option<Spec>, NetError> {
-        let Some((policy, seen)) = self.auto.as_mut() else {
+        let Some((policy, seen, settled)) = self.auto.as_mut() else {
             return Ok(None);
         };
         let now = self.encoder.compressible();
@@ -75,6 +104,9 @@ impl Sender {
         };
         *seen = now;
         let switch = policy.observe(&o);
+        if let Some(rung) = policy.poll_settled() {
+            settled.set(rung);
+        }
         if let Some(spec) = switch {
             self.encoder.switch_method(spec)?;
         }

@@ -13,7 +13,7 @@ use super::endpoint::{Endpoint, Stream};
 use super::error::NetError;
 use super::meter::{MeterTargets, Metered};
 use super::pump::{self, DirectionCtx};
-use super::sender::Sender;
+use super::sender::{Sender, Settled};
 use super::stats::{track_connection, DirectionCounters, Half, Stats, StatsSnapshot};
 use super::tap::FrameTap;
 use super::{bind_metrics, serve, Report, Reporter, Serving, Shutdown, HANDSHAKE_TIMEOUT};
@@ -21,8 +21,7 @@ use crate::framer::Framer;
 use crate::link::frame::{HEADER_LEN, MAX_HANDSHAKE_PAYLOAD};
 use crate::link::handshake::AUTO;
 use crate::link::{
-    check_spec, Hello, LinkDecoder, LinkEncoder, Reply, SenderConfig, Settled, TagSet,
-    COLUMNS_VERSION,
+    check_spec, Hello, LinkDecoder, LinkEncoder, Reply, SenderConfig, TagSet, COLUMNS_VERSION,
 };
 use crate::Direction;
 

@@ -1,6 +1,26 @@
+use std::time::Duration;
+
 use super::*;
 
 const MS: Duration = Duration::from_millis(1);
+/// The tunnel's tuning.
+const T: Tuning = Tuning::DEFAULT;
+/// The tunnel's tuning with idle and interactive traffic verbatim.
+const VERBATIM: Tuning = Tuning {
+    interactive: 0,
+    ..Tuning::DEFAULT
+};
+
+/// A policy that sends idle traffic verbatim and starts bulk traffic at none (its half
+/// settled there).
+fn verbatim() -> AutoPolicy {
+    AutoPolicy::new(VERBATIM, Some(0))
+}
+
+/// A policy that sends idle traffic verbatim, on a fresh half: bulk starts at first_bulk.
+fn fresh() -> AutoPolicy {
+    AutoPolicy::new(VERBATIM, None)
+}
 
 /// An interval of `ms` milliseconds carrying `eligible` compressible bytes, all compressed
 /// to `link` bytes when the level compresses.
@@ -91,7 +111,7 @@ fn switches(p: &mut AutoPolicy, model: Model, n: usize) -> Vec<String> {
 }
 
 /// The encoder's share of an interval in the models (percent): enough that no step up is
-/// taken without a trial ([`climbs_at_once`]).
+/// taken without a trial ([`Tuning::climbs_at_once`]).
 const ENCODE: u32 = 30;
 
 /// One interval of `model` at the policy's level; the switch it decided, as text.
@@ -119,7 +139,7 @@ fn assert_mostly(levels: &[Level], level: Level, percent: usize) {
 /// A policy compressing at zstd:1, climbed to on a slow link, its trial there kept, with a
 /// base measured.
 fn compressing() -> AutoPolicy {
-    let mut p = AutoPolicy::new();
+    let mut p = verbatim();
     while p.level() != Level::Zstd(1) {
         run(&mut p, slow_link, 1);
         assert!(p.switches() < 10, "never reached zstd:1");
@@ -160,7 +180,7 @@ fn every_rung_is_a_method_the_link_accepts() {
 
 #[test]
 fn interactive_traffic_stays_verbatim() {
-    let mut p = AutoPolicy::new();
+    let mut p = verbatim();
     // pgbench -S on a slow link: a 62-byte Query per transaction, thousands per second, for a
     // minute, the writes waiting most of the time.
     for _ in 0..6000 {
@@ -174,7 +194,7 @@ fn interactive_traffic_stays_verbatim() {
 
 #[test]
 fn bulk_traffic_a_fast_link_keeps_up_with_stays_verbatim() {
-    let mut p = AutoPolicy::new();
+    let mut p = verbatim();
     for _ in 0..500 {
         assert_eq!(p.observe(&pressure(&p, 10, 5, 40)), None);
     }
@@ -184,15 +204,15 @@ fn bulk_traffic_a_fast_link_keeps_up_with_stays_verbatim() {
 #[test]
 fn bulk_traffic_climbs_when_the_link_makes_it_wait() {
     // Just below the bulk rate over a whole interval, on a link that waits: stays idle.
-    let mut q = AutoPolicy::new();
-    let at = (ACTIVE_RATE * 200).div_ceil(1000);
+    let mut q = verbatim();
+    let at = (T.active_rate * 200).div_ceil(1000);
     assert_eq!(switch(&mut q, |q| interval(q, at - 1, 90, 0, 0)), None);
     assert_eq!(q.settled(), None, "idle");
-    // At the bulk rate: bulk, and once BASE_INTERVALS more are measured, a trial of lz4. The
+    // At the bulk rate: bulk, and once T.base_intervals more are measured, a trial of lz4. The
     // first bulk interval was partly idle and measures nothing.
     assert_eq!(switch(&mut q, |q| interval(q, at, 90, 0, 0)), None);
     assert_eq!(q.settled(), Some(Level::None), "bulk");
-    for _ in 1..BASE_INTERVALS {
+    for _ in 1..T.base_intervals {
         assert_eq!(switch(&mut q, |q| interval(q, at, 90, 0, 0)), None);
     }
     assert_eq!(
@@ -200,8 +220,8 @@ fn bulk_traffic_climbs_when_the_link_makes_it_wait() {
         Some("lz4")
     );
     // Exactly half the interval waiting on the link is enough; less is not.
-    let mut p = AutoPolicy::new();
-    for _ in 0..=BASE_INTERVALS {
+    let mut p = verbatim();
+    for _ in 0..=T.base_intervals {
         assert_eq!(switch(&mut p, |p| pressure(p, 49, 10, 0)), None);
     }
     assert_eq!(
@@ -212,23 +232,27 @@ fn bulk_traffic_climbs_when_the_link_makes_it_wait() {
 
 #[test]
 fn a_slow_link_climbs_to_the_top_one_trial_per_step() {
-    let mut p = AutoPolicy::new();
+    let mut p = verbatim();
     let seen = switches(&mut p, slow_link, 40);
     assert_eq!(seen, names(&LADDER[1..]));
-    // The first bulk interval, a base of BASE_INTERVALS, then per trial a skipped interval,
-    // TRIAL_INTERVALS measured and a fresh base: at the top after TOP trials. The first, from
-    // verbatim, measures TRIAL_INTERVALS more: in this model the link carries the compressed
+    // The first bulk interval, a base of T.base_intervals, then per trial a skipped interval,
+    // T.trial_intervals measured and a fresh base: at the top after TOP trials. The first, from
+    // verbatim, measures T.trial_intervals more: in this model the link carries the compressed
     // bytes at 4:1 whatever the level, so its bytes fall by half and the gain must last.
-    let mut q = AutoPolicy::new();
+    let mut q = verbatim();
     let levels = run(&mut q, slow_link, 2000);
     let first_top = levels.iter().position(|l| *l == LADDER[TOP]);
-    let trial = (TRIAL_SKIP + TRIAL_INTERVALS) as usize;
+    let trial = (T.trial_skip + T.trial_intervals) as usize;
     assert_eq!(
         first_top,
-        Some(1 + BASE_INTERVALS + TRIAL_INTERVALS as usize + (TOP - 1) * (trial + BASE_INTERVALS))
+        Some(
+            1 + T.base_intervals
+                + T.trial_intervals as usize
+                + (TOP - 1) * (trial + T.base_intervals)
+        )
     );
     // At the top the link still waits: trials of the level below check that the top still pays,
-    // ever more rarely. Each loses 7.5%, short of a clear loss, so it measures TRIAL_MAX intervals.
+    // ever more rarely. Each loses 7.5%, short of a clear loss, so it measures T.trial_max intervals.
     assert_mostly(&levels[first_top.unwrap_or(0)..], LADDER[TOP], 95);
 }
 
@@ -238,7 +262,7 @@ fn a_full_link_and_an_idle_encoder_climb_a_rung_per_interval_to_zstd_6() {
     // each interval and the encoder takes 8%. Each interval climbs a rung without a
     // trial, so a transfer of a second or two gets a dense level (it was over before trials,
     // a rung every half second, left zstd:1).
-    let mut p = AutoPolicy::sharing(Arc::new(Settled::new()));
+    let mut p = fresh();
     let full = |p: &AutoPolicy| interval(p, 4 << 20, 90, 8, 0);
     assert_eq!(
         switch(&mut p, full).as_deref(),
@@ -248,12 +272,12 @@ fn a_full_link_and_an_idle_encoder_climb_a_rung_per_interval_to_zstd_6() {
     assert_eq!(switch(&mut p, full).as_deref(), Some("zstd:3"));
     assert_eq!(switch(&mut p, full).as_deref(), Some("zstd:6"));
     // The rungs above cost more memory and CPU: trials, after a base, as before.
-    for _ in 0..BASE_INTERVALS - 1 {
+    for _ in 0..T.base_intervals - 1 {
         assert_eq!(switch(&mut p, full), None, "measuring a base");
     }
     assert_eq!(
         switch(&mut p, full).as_deref(),
-        Some(LADDER[FAST_TOP + 1].spec().to_string().as_str())
+        Some(LADDER[T.fast_top + 1].spec().to_string().as_str())
     );
     assert!(p.trial.is_some());
 }
@@ -264,15 +288,15 @@ fn a_climb_without_trial_needs_a_full_link_and_a_light_encoder() {
     // encoder's share, times the next rung's cost, leaves room; otherwise the policy waits for
     // a base and tries, as before.
     // From zstd:1 the next rung costs about 2.5 times the CPU: an encoder at 16% may climb.
-    let light = FAST_ROOM * 10 / NEXT_COST[FIRST_BULK];
+    let light = T.fast_room * 10 / T.next_cost[T.first_bulk];
     for (write, encode, climbs) in [
-        (SATURATED, light, true),
+        (T.saturated, light, true),
         (100, 0, true),
-        (SATURATED - 1, light, false),
-        (SATURATED, light + 1, false),
-        (BUSY, 1, false),
+        (T.saturated - 1, light, false),
+        (T.saturated, light + 1, false),
+        (T.busy, 1, false),
     ] {
-        let mut p = AutoPolicy::sharing(Arc::new(Settled::new()));
+        let mut p = fresh();
         p.observe(&pressure(&p, 90, 5, 0));
         assert_eq!(p.level(), Level::Zstd(1));
         let got = switch(&mut p, |p| pressure(p, write, encode, 0));
@@ -281,7 +305,7 @@ fn a_climb_without_trial_needs_a_full_link_and_a_light_encoder() {
     }
     // Verbatim (after steps down), a full link may be the far end, not the link: the step to
     // lz4 is tried as before, never taken on trust.
-    let mut q = AutoPolicy::new();
+    let mut q = verbatim();
     q.observe(&pressure(&q, 90, 0, 0));
     assert_eq!(q.level(), Level::None);
     assert_eq!(switch(&mut q, |p| pressure(p, 90, 0, 0)), None);
@@ -306,7 +330,7 @@ fn down_from_top() -> Vec<String> {
 
 /// A policy settled at the top of the ladder on a slow link, outside any trial.
 fn at_top() -> AutoPolicy {
-    climb_to_top(AutoPolicy::new())
+    climb_to_top(verbatim())
 }
 
 /// `p` run on a slow link until settled at the top of the ladder, outside any trial.
@@ -328,7 +352,7 @@ fn a_step_kept_by_chance_is_undone_when_the_far_end_is_the_limit() {
     // Steps down keep the throughput, steps up do not gain: down to none within 150 intervals.
     let seen = switches(&mut p, far_end, 150);
     assert!(seen.iter().any(|s| s == "none"), "{seen:?}");
-    // A trial of lz4 neither gains nor loses here: it measures TRIAL_MAX intervals, and comes
+    // A trial of lz4 neither gains nor loses here: it measures T.trial_max intervals, and comes
     // back ever later.
     let levels = run(&mut p, far_end, 2000);
     assert_mostly(&levels, Level::None, 85);
@@ -336,7 +360,7 @@ fn a_step_kept_by_chance_is_undone_when_the_far_end_is_the_limit() {
 
 #[test]
 fn a_step_up_that_does_not_pay_is_undone_and_retried_ever_later() {
-    let mut p = AutoPolicy::new();
+    let mut p = verbatim();
     let levels = run(&mut p, contended, 5000);
     // Every trial of lz4 lost throughput: back to none each time.
     assert!(levels.iter().all(|l| matches!(l, Level::None | Level::Lz4)));
@@ -348,8 +372,8 @@ fn a_step_up_that_does_not_pay_is_undone_and_retried_ever_later() {
         .collect();
     // The waits between trials double up to the cap.
     let waits: Vec<usize> = trials.windows(2).map(|w| w[1] - w[0]).collect();
-    let trial = (TRIAL_SKIP + TRIAL_INTERVALS) as usize;
-    let c = CEILING_INTERVALS as usize;
+    let trial = (T.trial_skip + T.trial_intervals) as usize;
+    let c = T.ceiling_intervals as usize;
     assert_eq!(
         waits[..4],
         [trial + c, trial + 2 * c, trial + 4 * c, trial + 8 * c]
@@ -362,24 +386,24 @@ fn a_step_up_that_does_not_pay_is_undone_and_retried_ever_later() {
 
 #[test]
 fn a_step_that_pays_resets_the_backoff() {
-    let mut p = AutoPolicy::new();
+    let mut p = verbatim();
     // Two failed trials of lz4 in a row.
-    let trial = (TRIAL_SKIP + TRIAL_INTERVALS) as usize;
+    let trial = (T.trial_skip + T.trial_intervals) as usize;
     run(
         &mut p,
         contended,
-        1 + BASE_INTERVALS + 2 * trial + CEILING_INTERVALS as usize,
+        1 + T.base_intervals + 2 * trial + T.ceiling_intervals as usize,
     );
-    assert_eq!(p.up.next, CEILING_INTERVALS * 4);
+    assert_eq!(p.up.next, T.ceiling_intervals * 4);
     // Then the link slows down: once the ceiling opens, lz4 pays and the backoff resets.
     let levels = run(&mut p, slow_link, 200);
     assert!(levels.contains(&LADDER[TOP]));
-    assert_eq!(p.up.next, CEILING_INTERVALS);
+    assert_eq!(p.up.next, T.ceiling_intervals);
 }
 
 /// Intervals from a switch of a kept trial to the next trial's switch.
 fn trial_and_base() -> usize {
-    (TRIAL_SKIP + TRIAL_INTERVALS) as usize + BASE_INTERVALS
+    (T.trial_skip + T.trial_intervals) as usize + T.base_intervals
 }
 
 #[test]
@@ -393,7 +417,7 @@ fn a_gain_the_socket_buffers_explain_is_not_kept() {
             _ => (54, 80),
         }
     }
-    let mut p = AutoPolicy::new();
+    let mut p = verbatim();
     let levels = run(&mut p, transient, 2000);
     assert_mostly(&levels, Level::None, 85);
     // The same gain with the link as busy as before (a slow link) is kept.
@@ -404,7 +428,7 @@ fn a_gain_the_socket_buffers_explain_is_not_kept() {
             _ => (44, 80),
         }
     }
-    let mut q = AutoPolicy::new();
+    let mut q = verbatim();
     let seen = switches(&mut q, slow_and_dense, 4 + trial_and_base());
     assert_eq!(seen, ["lz4", "zstd:1"]);
 }
@@ -432,7 +456,7 @@ fn a_step_down_that_loses_throughput_is_undone() {
             _ => (30, 5),
         }
     }
-    let mut p = AutoPolicy::new();
+    let mut p = verbatim();
     let levels = run(&mut p, just_enough, 2000);
     let settled = &levels[100..];
     assert_mostly(settled, Level::Zstd(1), 90);
@@ -456,7 +480,7 @@ fn encoder_bound(p: &AutoPolicy, write: u32) -> Observation {
 fn a_cpu_bottleneck_steps_down_on_trial_and_holds_a_ceiling() {
     let mut p = compressing();
     // The way down is held a while after the step up to zstd:1 proved itself.
-    for _ in 0..CEILING_INTERVALS {
+    for _ in 0..T.ceiling_intervals {
         assert_eq!(p.observe(&interval(&p, 3 << 20, 30, 10, 0)), None);
     }
     // From zstd:1 the trial goes to none, and is kept at its end: it moves more.
@@ -469,7 +493,7 @@ fn a_cpu_bottleneck_steps_down_on_trial_and_holds_a_ceiling() {
     // The link backs up at none, but lz4 was too slow a moment ago: the ceiling holds for a
     // while, then the climb resumes.
     let mut climbed = None;
-    for i in 1..=CEILING_INTERVALS * 4 {
+    for i in 1..=T.ceiling_intervals * 4 {
         if let Some(s) = switch(&mut p, |p| encoder_bound(p, 70)) {
             climbed = Some((i, s));
             break;
@@ -478,7 +502,7 @@ fn a_cpu_bottleneck_steps_down_on_trial_and_holds_a_ceiling() {
     let (after, to) = climbed.expect("the climb resumes");
     assert_eq!(to, "lz4");
     assert!(
-        after >= CEILING_INTERVALS,
+        after >= T.ceiling_intervals,
         "climbed after {after} intervals"
     );
 }
@@ -532,7 +556,7 @@ fn a_cpu_bound_interval_needs_the_link_and_the_source_idle() {
     ] {
         let mut p = compressing();
         // The step up to zstd:1 just proved itself: the way down stays closed for a while.
-        for _ in 0..CEILING_INTERVALS {
+        for _ in 0..T.ceiling_intervals {
             assert_eq!(p.observe(&interval(&p, 3 << 20, 30, 10, 0)), None);
         }
         let got = switch(&mut p, |p| pressure(p, write, encode, read));
@@ -557,12 +581,12 @@ fn a_source_bound_transfer_on_a_busy_link_keeps_its_level() {
 #[test]
 fn quiet_intervals_bring_a_bulk_direction_back_to_none() {
     let mut p = compressing();
-    for _ in 1..QUIET_INTERVALS {
+    for _ in 1..T.quiet_intervals {
         assert_eq!(p.observe(&obs(&p, 200, 100, 25)), None);
     }
     // A bulk interval in between resets the count.
     p.observe(&pressure(&p, 30, 10, 10));
-    for _ in 1..QUIET_INTERVALS {
+    for _ in 1..T.quiet_intervals {
         assert_eq!(p.observe(&obs(&p, 200, 100, 25)), None);
     }
     assert_eq!(
@@ -581,9 +605,9 @@ fn incompressible_data_falls_back_within_one_window() {
         let o = obs(&p, 1, piece, piece + 20);
         compressed += o.chunk_raw;
         p.observe(&o);
-        assert!(compressed <= RATIO_WINDOW, "{compressed}");
+        assert!(compressed <= T.ratio_window, "{compressed}");
     }
-    assert_eq!(compressed, RATIO_WINDOW);
+    assert_eq!(compressed, T.ratio_window);
 }
 
 #[test]
@@ -634,9 +658,9 @@ fn probes_of_incompressible_data_cost_a_bounded_share() {
         waits[..6],
         [8 * mib, 16 * mib, 32 * mib, 64 * mib, 128 * mib, 256 * mib]
     );
-    assert!(waits[6..].iter().all(|&w| w == PROBE_MAX), "{waits:?}");
+    assert!(waits[6..].iter().all(|&w| w == T.probe_max), "{waits:?}");
     // One window for the first fallback and one per probe.
-    assert_eq!(compressed, RATIO_WINDOW * (u64::from(probes) + 1));
+    assert_eq!(compressed, T.ratio_window * (u64::from(probes) + 1));
     assert!(compressed * 100 < sent, "{compressed} of {sent}");
 }
 
@@ -671,7 +695,7 @@ fn a_probe_that_compresses_resets_the_wait() {
         p.observe(&obs(&p, 1, piece, 0));
         waited += piece;
     }
-    assert_eq!(waited, PROBE_FIRST);
+    assert_eq!(waited, T.probe_first);
 }
 
 #[test]
@@ -692,13 +716,13 @@ fn a_held_direction_does_not_climb_on_link_pressure() {
 #[test]
 fn a_pause_of_the_source_does_not_fail_a_trial() {
     // At lz4 on a slow link, settled: 2 MiB per interval.
-    let mut p = AutoPolicy::new();
+    let mut p = verbatim();
     while !(p.level() == Level::Lz4 && p.trial.is_none()) {
         run(&mut p, slow_link, 1);
     }
     let mib = |p: &AutoPolicy, n: u64, write, read| interval(p, n << 20, write, 10, read);
     // The base after a kept step is measured afresh.
-    for _ in 1..BASE_INTERVALS {
+    for _ in 1..T.base_intervals {
         assert_eq!(switch(&mut p, |p| mib(p, 2, 80, 0)), None);
     }
     assert_eq!(
@@ -720,7 +744,7 @@ fn a_pause_of_the_source_does_not_fail_a_trial() {
     let mut q = compressing();
     run(&mut q, slow_link, 1);
     assert_eq!(q.level(), Level::Zstd(3), "on trial");
-    for _ in 0..2 * TRIAL_MAX + TRIAL_SKIP {
+    for _ in 0..2 * T.trial_max + T.trial_skip {
         q.observe(&mib(&q, 1, 60, 30));
     }
     assert!(q.trial.is_none(), "judged");
@@ -751,30 +775,32 @@ fn a_trial_too_close_to_call_measures_longer() {
     };
     // 1% more: neither a gain nor a loss, so it goes on; a third interval 10% up carries it.
     assert_eq!(trial(&[101, 101, 110]), (3, Level::Zstd(3)));
-    // 1% more for as long as it may measure: undone after TRIAL_MAX.
-    assert_eq!(trial(&[101; 10]), (TRIAL_MAX, Level::Zstd(1)));
-    // A clear loss is undone after TRIAL_INTERVALS.
-    assert_eq!(trial(&[80; 10]), (TRIAL_INTERVALS, Level::Zstd(1)));
+    // 1% more for as long as it may measure: undone after T.trial_max.
+    assert_eq!(trial(&[101; 10]), (T.trial_max, Level::Zstd(1)));
+    // A clear loss is undone after T.trial_intervals.
+    assert_eq!(trial(&[80; 10]), (T.trial_intervals, Level::Zstd(1)));
 }
 
 #[test]
 fn bulk_traffic_starts_where_the_half_last_settled() {
-    let settled = Arc::new(Settled::new());
+    // The I/O layer's cell for one half and direction: nothing settled yet.
+    let mut half: Option<usize> = None;
     assert_eq!(
-        settled.level(),
+        LADDER[AutoPolicy::new(VERBATIM, half).start],
         Level::Zstd(1),
         "a fresh half starts bulk at zstd:1"
     );
     // A first connection climbs a slow link and settles at the top; the half records it.
-    let first = climb_to_top(AutoPolicy::sharing(settled.clone()));
+    let mut first = climb_to_top(AutoPolicy::new(VERBATIM, half));
     assert_eq!(first.settled(), Some(LADDER[TOP]));
-    assert_eq!(settled.level(), LADDER[TOP]);
-    // A policy of its own starts at none whatever another settled on.
-    let mut alone = AutoPolicy::new();
+    half = first.poll_settled().or(half);
+    assert_eq!(half.map(|r| LADDER[r]), Some(LADDER[TOP]));
+    // A policy handed none starts at none whatever another settled on.
+    let mut alone = verbatim();
     alone.observe(&pressure(&alone, 80, 10, 0));
     assert_eq!(alone.settled(), Some(Level::None));
     // The next one starts idle at none, and its first bulk interval takes it to the top.
-    let mut next = AutoPolicy::sharing(settled.clone());
+    let mut next = AutoPolicy::new(VERBATIM, half);
     assert_eq!(
         next.observe(&obs(&next, 200, 100, 100)),
         None,
@@ -793,12 +819,19 @@ fn bulk_traffic_starts_where_the_half_last_settled() {
     let seen = switches(&mut next, source_bound, 200);
     assert_eq!(seen, down_from_top());
     assert_eq!(next.settled(), Some(Level::None));
-    assert_eq!(settled.level(), Level::None, "the half follows");
-    // A trial is not a settled level.
+    half = next.poll_settled().or(half);
+    assert_eq!(
+        half.map(|r| LADDER[r]),
+        Some(Level::None),
+        "the half follows"
+    );
+    // A trial is not a settled level, and reports none.
     let mut q = compressing();
+    q.poll_settled();
     q.observe(&pressure(&q, 80, ENCODE, 0));
     assert!(q.trial.is_some());
     assert_eq!(q.settled(), None);
+    assert_eq!(q.poll_settled(), None);
 }
 
 #[test]
@@ -807,7 +840,7 @@ fn a_step_up_just_kept_is_not_doubted_at_once() {
     // level below checks now and then that the top still pays, but not in the intervals right
     // after the top was kept.
     let mut p = at_top();
-    let quiet = switches(&mut p, slow_link, CEILING_INTERVALS as usize - 1);
+    let quiet = switches(&mut p, slow_link, T.ceiling_intervals as usize - 1);
     assert!(quiet.is_empty(), "{quiet:?}");
     let seen = switches(&mut p, slow_link, 2);
     assert_eq!(seen, names(&LADDER[TOP - 1..TOP]));
@@ -819,9 +852,9 @@ fn a_large_gain_without_the_link_must_last() {
     // take 20% more while the queues fill with denser bytes, then as much as before: the
     // confirming measure finds no gain.
     let start = || {
-        let mut p = AutoPolicy::new();
+        let mut p = verbatim();
         // The first bulk interval, then a base.
-        for _ in 0..BASE_INTERVALS {
+        for _ in 0..T.base_intervals {
             p.observe(&interval(&p, 5 << 20, 80, 0, 0));
         }
         assert_eq!(p.level(), Level::None);
@@ -850,7 +883,7 @@ fn a_large_gain_without_the_link_must_last() {
 fn a_fresh_half_compresses_its_first_bulk_transfer_at_once() {
     // Nothing settled yet: the first bulk interval switches straight to zstd:1 rather than
     // sending a short transfer verbatim while the policy climbs.
-    let mut p = AutoPolicy::sharing(Arc::new(Settled::new()));
+    let mut p = fresh();
     assert_eq!(p.observe(&obs(&p, 200, 100, 100)), None, "interactive");
     assert_eq!(
         switch(&mut p, |p| pressure(p, 80, 10, 0)).as_deref(),
@@ -862,7 +895,7 @@ fn a_fresh_half_compresses_its_first_bulk_transfer_at_once() {
 #[test]
 fn a_burst_starts_bulk_before_the_interval_ends() {
     // 300 KiB in the first 10 ms: bulk at once, at the fresh half's start level.
-    let mut p = AutoPolicy::sharing(Arc::new(Settled::new()));
+    let mut p = fresh();
     let o = Observation {
         elapsed: Duration::from_millis(10),
         eligible: 300 * 1024,
@@ -873,7 +906,7 @@ fn a_burst_starts_bulk_before_the_interval_ends() {
         Some("zstd:1")
     );
     // Small queries within an interval stay verbatim.
-    let mut q = AutoPolicy::sharing(Arc::new(Settled::new()));
+    let mut q = fresh();
     let small = Observation {
         elapsed: Duration::from_millis(10),
         eligible: 4 * 1024,
@@ -885,7 +918,7 @@ fn a_burst_starts_bulk_before_the_interval_ends() {
 
 #[test]
 fn interactive_traffic_can_start_at_zstd_1_and_goes_back_to_it_after_bulk() {
-    let mut p = AutoPolicy::sharing(Arc::new(Settled::new())).interactive(FIRST_BULK);
+    let mut p = AutoPolicy::new(T, None);
     // The first look switches to the interactive rung, once.
     let first = obs(&p, 10, 62 * 20, 20 * 20);
     assert_eq!(
@@ -907,9 +940,58 @@ fn interactive_traffic_can_start_at_zstd_1_and_goes_back_to_it_after_bulk() {
         p.observe(&pressure(&p, 10, 5, 40));
     }
     assert!(matches!(p.mode, Mode::Bulk { .. }), "bulk");
-    for _ in 0..QUIET_INTERVALS + 1 {
+    for _ in 0..T.quiet_intervals + 1 {
         p.observe(&obs(&p, 200, 0, 0));
     }
     assert_eq!(p.mode, Mode::Idle, "idle again");
     assert_eq!(p.level(), Level::Zstd(1));
+}
+
+/// The policy is a plain value: it holds no handle to state shared with other connections, so
+/// it moves to any thread and copies cleanly.
+const _: fn() = || {
+    fn plain<P: Send + Sync + Clone + 'static>() {}
+    plain::<AutoPolicy>();
+};
+
+#[test]
+fn policies_built_from_one_settled_rung_do_not_share_state() {
+    // Two connections of a fresh half, built from the same value the half handed them.
+    let half = None;
+    let mut second = AutoPolicy::new(T, half);
+    // The first climbs a slow link to the top and settles there...
+    let mut first = climb_to_top(AutoPolicy::new(T, half));
+    assert_eq!(first.poll_settled(), Some(TOP));
+    // ...which reaches the second only if the I/O layer hands it over: built before, the
+    // second starts its bulk traffic at zstd:1 as it was told.
+    assert_eq!(
+        switch(&mut second, |p| obs(p, 200, 100, 100)).as_deref(),
+        Some("zstd:1"),
+        "interactive"
+    );
+    assert_eq!(switch(&mut second, |p| pressure(p, 80, 10, 0)), None);
+    assert_eq!(second.settled(), Some(Level::Zstd(1)));
+}
+
+#[test]
+fn a_copy_of_a_policy_mid_trial_decides_as_the_original() {
+    let mut p = fresh();
+    while p.trial.is_none() {
+        run(&mut p, slow_link, 1);
+        assert!(p.switches() < 10, "never tried a step");
+    }
+    let mut q = p.clone();
+    let mut settled = (vec![], vec![]);
+    let (mut a, mut b) = (vec![], vec![]);
+    for _ in 0..100 {
+        a.extend(step(&mut p, slow_link));
+        b.extend(step(&mut q, slow_link));
+        settled.0.extend(p.poll_settled());
+        settled.1.extend(q.poll_settled());
+    }
+    // The same switches, up to the top, and the same rungs reported settled.
+    assert_eq!(a, b);
+    assert!(a.iter().any(|s| s == "zstd:level=12,long=20"), "{a:?}");
+    assert_eq!(settled.0, settled.1);
+    assert!(settled.0.contains(&TOP), "{:?}", settled.0);
 }

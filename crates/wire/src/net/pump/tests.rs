@@ -12,7 +12,7 @@ use super::{decode, encode, DirectionCtx, HIGH_WATER};
 use crate::framer::Framer;
 use crate::link::{parse_spec, LinkDecoder, LinkEncoder, SenderConfig};
 use crate::net::error::NetError;
-use crate::net::sender::Sender;
+use crate::net::sender::{Sender, Settled, Timings};
 use crate::Direction;
 
 fn ctx(direction: Direction) -> DirectionCtx {
@@ -372,7 +372,7 @@ async fn auto_climbs_while_the_link_makes_the_pump_wait() {
         Framer::new(Direction::BackendToFrontend),
         LinkEncoder::new(Direction::BackendToFrontend, SenderConfig::new(none)).expect("encoder"),
     )
-    .adapt(Arc::new(crate::link::Settled::new()));
+    .adapt(Arc::new(Settled::new()));
     let ectx = ctx(Direction::BackendToFrontend);
     let counters = ectx.counters[0].clone();
     let pump = tokio::spawn(async move { encode(pg, link, sender, &ectx).await });
@@ -452,4 +452,62 @@ async fn a_write_refused_after_the_session_ended_is_a_quiet_end() {
             assert!(err.to_string().contains("frontend->backend write"), "{err}");
         }
     }
+}
+
+/// `--method auto` over the connections of one half: the rung the first sender's policy settles
+/// on is kept by the half ([`Settled`]) and is where the second sender's bulk traffic starts.
+#[test]
+fn a_second_sender_of_a_half_starts_bulk_where_the_first_settled() {
+    let b2f = Direction::BackendToFrontend;
+    let half = Arc::new(Settled::new());
+    let sender = |half: &Arc<Settled>| {
+        let none = parse_spec("none").expect("spec");
+        let encoder = LinkEncoder::new(b2f, SenderConfig::new(none)).expect("encoder");
+        Sender::new(Framer::new(b2f), encoder).adapt(half.clone())
+    };
+    let pass = |write: u32| Timings {
+        elapsed: Duration::from_millis(200),
+        encode: Duration::from_millis(16),
+        write_wait: Duration::from_millis(2 * u64::from(write)),
+        read_wait: Duration::ZERO,
+    };
+    let name = |s: Option<codec::Spec>| s.map(|s| s.to_string());
+    let rows = data_rows(300 * 1024);
+    // The first connection: its first look switches to the interactive rung; bulk rows on a
+    // link that keeps the pump waiting 90% of each interval, the encoder taking 8%, climb a rung
+    // per interval to zstd:6, where it settles.
+    let mut first = sender(&half);
+    first.feed(b"Z\x00\x00\x00\x05I").expect("feed");
+    assert_eq!(
+        name(first.observe(&pass(0)).expect("observe")).as_deref(),
+        Some("zstd:1")
+    );
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        first.feed(&rows).expect("feed");
+        seen.extend(name(first.observe(&pass(90)).expect("observe")));
+    }
+    assert_eq!(seen, ["zstd:3", "zstd:6"]);
+    // The second connection of the half: its first bulk interval goes straight to zstd:6.
+    let mut second = sender(&half);
+    second.feed(b"Z\x00\x00\x00\x05I").expect("feed");
+    assert_eq!(
+        name(second.observe(&pass(0)).expect("observe")).as_deref(),
+        Some("zstd:1")
+    );
+    second.feed(&rows).expect("feed");
+    assert_eq!(
+        name(second.observe(&pass(90)).expect("observe")).as_deref(),
+        Some("zstd:6")
+    );
+    // A sender of another half starts its bulk traffic at zstd:1, its interactive rung: no
+    // switch.
+    let mut third = sender(&Arc::new(Settled::new()));
+    third.feed(b"Z\x00\x00\x00\x05I").expect("feed");
+    assert_eq!(
+        name(third.observe(&pass(0)).expect("observe")).as_deref(),
+        Some("zstd:1")
+    );
+    third.feed(&rows).expect("feed");
+    assert_eq!(third.observe(&pass(90)).expect("observe"), None);
 }
