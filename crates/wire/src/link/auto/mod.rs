@@ -42,7 +42,9 @@
 //!   (psql between two tables, a commit), and the one after, measure no level: they count
 //!   neither in a trial nor in its base.
 //! - **Link idle** (writes waited under [`Tuning::idle`] of each of [`Tuning::down_intervals`]
-//!   intervals in a row), or link bound with the way up closed: a trial one step down, kept if
+//!   intervals in a row, and, at [`Tuning::first_bulk`] or below, the encoder took at least
+//!   [`Tuning::idle`] of the interval: a nearly idle encoder there keeps its bytes), or link
+//!   bound with the way up closed: a trial one step down, kept if
 //!   throughput holds to [`Tuning::down_keep`]; one that loses throughput steps back and closes
 //!   the levels below the same way.
 //! - **CPU bound** (the encoder took at least [`Tuning::busy`] of the interval while the link
@@ -375,7 +377,11 @@ impl AutoPolicy {
             }
         } else if write < t.idle {
             self.link_idle += 1;
-            if self.link_idle >= t.down_intervals && self.level > self.down.limit {
+            // From zstd:1 or lz4 a step down saves CPU only where the encoder spends it: one
+            // nearly idle there would trade bytes for nothing, and pauses in the source (rows
+            // read in batches) keep a trial from seeing the loss.
+            let saves_cpu = self.level > t.first_bulk || encode >= t.idle;
+            if self.link_idle >= t.down_intervals && self.level > self.down.limit && saves_cpu {
                 self.try_step(self.level - 1, false);
             }
         } else {

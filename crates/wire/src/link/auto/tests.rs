@@ -446,6 +446,24 @@ fn an_idle_link_steps_down_while_throughput_holds() {
 }
 
 #[test]
+fn a_nearly_idle_encoder_keeps_zstd_1_on_an_idle_link() {
+    // Narrow rows read in batches (psql's FETCH_COUNT) over a link that is not the limit:
+    // zstd:1 costs the encoder a tenth of each interval, and lz4 or none would only add
+    // bytes, which the pauses between batches keep the trials from seeing as a loss.
+    let mut p = compressing();
+    for _ in 0..10 * T.ceiling_intervals {
+        assert_eq!(p.observe(&interval(&p, 3 << 20, 5, 10, 0)), None);
+    }
+    assert_eq!(p.level(), Level::Zstd(1));
+    // An encoder that spends a fifth of the interval or more is worth a trial down.
+    let mut seen = vec![];
+    for _ in 0..T.down_intervals {
+        seen.extend(switch(&mut p, |p| interval(p, 3 << 20, 5, T.idle, 0)));
+    }
+    assert_eq!(seen, ["lz4"]);
+}
+
+#[test]
 fn a_step_down_that_loses_throughput_is_undone() {
     // zstd:1 just keeps up with the link; lz4 does not.
     fn just_enough(l: Level) -> (u64, u32) {
