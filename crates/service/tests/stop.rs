@@ -14,6 +14,9 @@ use std::time::Duration;
 /// How long a child waits for a signal before it reports that none came.
 const CHILD_DEADLINE: Duration = Duration::from_secs(60);
 
+/// One case of the parent: starts a child, signals it, checks its report.
+type Case = fn() -> Result<(), String>;
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("child") {
@@ -21,7 +24,7 @@ fn main() {
         return;
     }
     let mut failed = 0;
-    let mut cases: Vec<(&str, fn() -> Result<(), String>)> = vec![
+    let mut cases: Vec<(&str, Case)> = vec![
         ("sigterm_stops_a_blocking_wait", || {
             expect("blocking", &[Signal::SIGTERM], "stopped after 1 signal(s)")
         }),
