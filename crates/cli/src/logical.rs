@@ -5,11 +5,10 @@
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use logical::conn::{ConnConfig, Env};
 use logical::recv::{render_metrics, Output, Progress, Recv, RecvOptions, Summary};
 use serde::Serialize;
@@ -57,12 +56,7 @@ fn options(args: &RecvArgs, progress: Option<Duration>) -> RecvOptions {
 }
 
 fn recv(args: RecvArgs) -> Result<ExitCode> {
-    let stop = Arc::new(AtomicBool::new(false));
-    {
-        let stop = Arc::clone(&stop);
-        ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst))
-            .context("installing the SIGINT/SIGTERM handler")?;
-    }
+    let stop = Arc::clone(service::stop::install()?.flag());
     if args.start_over && args.output == "-" {
         anyhow::bail!("--start-over empties an output file: it needs -o FILE");
     }

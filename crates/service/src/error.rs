@@ -10,6 +10,9 @@ pub enum ServiceError {
     /// `--metrics` address that cannot be bound.
     #[error("{0}")]
     Config(String),
+    /// The SIGINT/SIGTERM handler could not be installed.
+    #[error("installing the SIGINT/SIGTERM handler: {0}")]
+    Signals(String),
     /// A pid or lock file could not be opened, read or locked.
     #[error("{what} {}: {source}", path.display())]
     Io {

@@ -1,14 +1,16 @@
 //! Where `pgcompress archive` finds its settings: flags, then the environment, then a TOML
-//! config file, then the defaults.
+//! config file, then the defaults. The layers are [`service::settings`]'s; the keys and what
+//! they mean are the archive's.
 
 use crate::args::archive::parse_spec;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 use ::archive::{Location, S3Options};
-use anyhow::{anyhow, bail, Context};
+use anyhow::anyhow;
 use codec::Spec;
 use serde::Deserialize;
+use service::settings::{ConfigFile, Environment, Source, Sourced};
 
 /// Environment variable that stands in for `--repo`.
 pub const REPO_ENV: &str = "PGCOMPRESS_REPO";
@@ -51,110 +53,86 @@ pub struct Settings {
 
 /// Resolves the settings, reading the environment through `env`.
 pub fn resolve(flags: &Flags, env: impl Fn(&str) -> Option<OsString>) -> anyhow::Result<Settings> {
-    let var = |name: &str| env(name).filter(|v| !v.is_empty());
-    let text_var = |name: &str| -> anyhow::Result<Option<String>> {
-        var(name)
-            .map(|v| {
-                v.into_string()
-                    .map_err(|_| anyhow!("{name} is not valid UTF-8"))
-            })
-            .transpose()
-    };
-    let first_text_var = |names: &[&str]| -> anyhow::Result<Option<String>> {
-        for n in names {
-            if let Some(v) = text_var(n)? {
-                return Ok(Some(v));
-            }
-        }
-        Ok(None)
-    };
-
+    let env = Environment::new(env);
     let config_path = match flags.config {
         Some(p) => Some(p.to_path_buf()),
-        None => var(CONFIG_ENV).map(PathBuf::from),
+        None => env.os(&[CONFIG_ENV]).map(|p| PathBuf::from(p.value)),
     };
-    let file = match &config_path {
-        Some(p) => load(p)?,
-        None => FileConfig::default(),
-    };
-    let in_file = |key: &str| {
-        format!(
-            "`{key}` in {}",
-            config_path.as_deref().unwrap_or(Path::new("")).display()
-        )
-    };
+    let file = config_path
+        .as_deref()
+        .map(ConfigFile::<FileConfig>::load)
+        .transpose()?;
+    let in_file =
+        |key, get: fn(&FileConfig) -> Option<&String>| file.as_ref().and_then(|f| f.get(key, get));
 
-    let location = if let Some(r) = flags.repo {
-        location_of(r).context("--repo")?
-    } else if let Some(r) = var(REPO_ENV) {
-        location_of(&r).context(REPO_ENV)?
-    } else if let Some(r) = &file.repo {
-        match location_of(OsStr::new(r)).with_context(|| in_file("repo"))? {
-            // A relative directory in a config file is relative to the file, not to
-            // wherever PostgreSQL happens to run the command.
-            Location::Dir(d) if d.is_relative() => {
-                let base = config_path
-                    .as_deref()
-                    .and_then(Path::parent)
-                    .unwrap_or(Path::new(""));
-                Location::Dir(base.join(d))
-            }
-            l => l,
-        }
-    } else {
-        bail!(
-            "no repository: give --repo DIR|s3://BUCKET/PREFIX, set {REPO_ENV}, or set `repo` in \
+    let repo = Sourced::flag("--repo", flags.repo.map(OsStr::to_os_string))
+        .or_else(|| env.os(&[REPO_ENV]))
+        .or_else(|| in_file("repo", |f| f.repo.as_ref()).map(|r| Sourced::new(r.value.into(), r.source)))
+        .ok_or_else(|| {
+            anyhow!(
+                "no repository: give --repo DIR|s3://BUCKET/PREFIX, set {REPO_ENV}, or set `repo` in \
 the config file (--config or {CONFIG_ENV})"
-        );
+            )
+        })?
+        .parse(|r| location_of(&r))?;
+    let location = match (repo.value, &file) {
+        // A relative directory in a config file is relative to the file, not to wherever
+        // PostgreSQL happens to run the command.
+        (Location::Dir(d), Some(f))
+            if d.is_relative() && matches!(repo.source, Source::File { .. }) =>
+        {
+            Location::Dir(f.path().parent().unwrap_or(Path::new("")).join(d))
+        }
+        (l, _) => l,
     };
 
-    let method = if let Some(m) = flags.method {
-        *m
-    } else if let Some(m) = text_var(METHOD_ENV)? {
-        parse_spec(&m).map_err(|e| anyhow!("{METHOD_ENV}: {e}"))?
-    } else if let Some(m) = &file.method {
-        parse_spec(m).map_err(|e| anyhow!("{}: {e}", in_file("method")))?
-    } else {
-        parse_spec(::archive::DEFAULT_METHOD).map_err(|e| anyhow!("default method: {e}"))?
+    let method = match flags.method {
+        Some(m) => *m,
+        None => {
+            env.text(&[METHOD_ENV])?
+                .or_else(|| in_file("method", |f| f.method.as_ref()))
+                .unwrap_or_else(|| {
+                    Sourced::new(::archive::DEFAULT_METHOD.to_owned(), Source::Default)
+                })
+                .parse(|m| parse_spec(&m))?
+                .value
+        }
     };
 
-    let endpoint = match flags.endpoint {
-        Some(e) => Some(e.to_owned()),
-        None => first_text_var(&ENDPOINT_ENVS)?.or_else(|| file.endpoint.clone()),
-    };
-    let region = match flags.region {
-        Some(r) => Some(r.to_owned()),
-        None => first_text_var(&REGION_ENVS)?.or_else(|| file.region.clone()),
+    // A text setting without a default: flag, environment (first of several names), file.
+    let text = |flag: &'static str,
+                value: Option<&str>,
+                envs: &[&'static str],
+                key: &'static str,
+                get: fn(&FileConfig) -> Option<&String>|
+     -> anyhow::Result<Option<String>> {
+        Ok(Sourced::flag(flag, value.map(str::to_owned))
+            .or(env.text(envs)?)
+            .or_else(|| in_file(key, get))
+            .map(|v| v.value))
     };
     Ok(Settings {
         location,
-        s3: S3Options { endpoint, region },
+        s3: S3Options {
+            endpoint: text(
+                "--endpoint",
+                flags.endpoint,
+                &ENDPOINT_ENVS,
+                "endpoint",
+                |f| f.endpoint.as_ref(),
+            )?,
+            region: text("--region", flags.region, &REGION_ENVS, "region", |f| {
+                f.region.as_ref()
+            })?,
+        },
         method,
     })
 }
 
-/// Reads and parses the config file.
-fn load(path: &Path) -> anyhow::Result<FileConfig> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading config file {}", path.display()))?;
-    toml::from_str(&text).map_err(|e| {
-        // toml's messages span several lines (a snippet of the file); keep the first.
-        let msg = e.message().to_owned();
-        let at = e
-            .span()
-            .map(|s| {
-                let line = text[..s.start.min(text.len())].matches('\n').count() + 1;
-                format!(" (line {line})")
-            })
-            .unwrap_or_default();
-        anyhow!("config file {}{at}: {msg}", path.display())
-    })
-}
-
 /// `--repo`'s value as a location: `s3://...` or a directory (which need not be UTF-8).
-fn location_of(s: &OsStr) -> anyhow::Result<Location> {
+fn location_of(s: &OsStr) -> Result<Location, ::archive::ArchiveError> {
     match s.to_str() {
-        Some(s) => Ok(Location::parse(s)?),
+        Some(s) => Location::parse(s),
         None => Ok(Location::Dir(PathBuf::from(s))),
     }
 }

@@ -2,7 +2,6 @@
 
 use std::fs::OpenOptions;
 use std::process::{Command, ExitCode, Stdio};
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -130,9 +129,8 @@ pub fn prefetch(a: PrefetchArgs) -> anyhow::Result<ExitCode> {
         ..PrefetchOptions::default()
     };
     let metrics = spool_metrics(a.metrics.as_deref())?;
-    static STOP: AtomicBool = AtomicBool::new(false);
-    let _ = ctrlc::set_handler(|| STOP.store(true, std::sync::atomic::Ordering::SeqCst));
-    match lib::prefetch(&spool, repo, &opts, metrics, &STOP) {
+    let stop = service::stop::install()?;
+    match lib::prefetch(&spool, repo, &opts, metrics, stop.flag()) {
         Ok(_) => Ok(ExitCode::SUCCESS),
         Err(e) => Ok(super::failure(&e)),
     }
@@ -177,9 +175,8 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     let metrics = spool_metrics(a.metrics.as_deref())?;
     // SIGTERM and SIGINT stop the scan and let the files being stored finish; a SIGKILL
     // is as safe, only less tidy.
-    static STOP: AtomicBool = AtomicBool::new(false);
-    let _ = ctrlc::set_handler(|| STOP.store(true, std::sync::atomic::Ordering::SeqCst));
-    match lib::serve(&spool, repo, settings.method, &opts, metrics, &STOP) {
+    let stop = service::stop::install()?;
+    match lib::serve(&spool, repo, settings.method, &opts, metrics, stop.flag()) {
         Ok(true) => Ok(ExitCode::SUCCESS),
         Ok(false) => {
             eprintln!(

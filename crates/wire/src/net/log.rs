@@ -5,9 +5,11 @@
 //! Every JSON line has `ts` (RFC 3339, UTC, milliseconds), `level` (`info`, `warn`, `error`), `half`,
 //! `event` and `message` (the text line without its prefix), then the event's own fields.
 
+use std::num::NonZeroU8;
 use std::time::SystemTime;
 
 use serde::Serialize;
+use time::format_description::well_known::{iso8601, Iso8601};
 
 use super::stats::Half;
 use super::{ConnectionReport, Report};
@@ -248,19 +250,24 @@ fn connection_message(c: &ConnectionReport) -> String {
     line
 }
 
-/// `2026-11-24T02:40:30.123Z`.
+/// RFC 3339 in UTC with milliseconds, always three digits (`2026-11-24T02:40:30.123Z`):
+/// the form the JSON log promises to scripts.
+const TIMESTAMP: Iso8601<
+    {
+        iso8601::Config::DEFAULT
+            .set_time_precision(iso8601::TimePrecision::Second {
+                decimal_digits: NonZeroU8::new(3),
+            })
+            .encode()
+    },
+> = Iso8601;
+
+/// `t` in [`TIMESTAMP`]'s form.
 fn rfc3339(t: SystemTime) -> String {
-    let t = time::OffsetDateTime::from(t);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second(),
-        t.millisecond()
-    )
+    // Only a year past 9999 does not fit the form; a clock that far off gets no stamp.
+    time::OffsetDateTime::from(t)
+        .format(&TIMESTAMP)
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

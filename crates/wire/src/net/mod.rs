@@ -150,7 +150,8 @@ impl Shutdown {
 }
 
 /// Runs `half` (from [`run_client`] or [`run_server`]) on a multi-threaded runtime until it
-/// returns; SIGTERM or SIGINT triggers its shutdown, a second one ends the drain at once.
+/// returns; SIGTERM or SIGINT (or SIGHUP, as for every command: [`service::stop`]) triggers its
+/// shutdown, a second one ends the drain at once.
 pub fn run_blocking<F, Fut>(half: F) -> Result<StatsSnapshot, NetError>
 where
     F: FnOnce(Shutdown) -> Fut,
@@ -160,24 +161,17 @@ where
         .enable_all()
         .build()
         .map_err(|e| NetError::io("starting the async runtime", e))?;
+    let stop = service::stop::install().map_err(|e| NetError::Io {
+        what: "starting the tunnel half".into(),
+        source: std::io::Error::other(e),
+    })?;
     runtime.block_on(async {
-        use tokio::signal::unix::{signal, SignalKind};
         let shutdown = Shutdown::new();
-        let mut term = signal(SignalKind::terminate())
-            .map_err(|e| NetError::io("installing the SIGTERM handler", e))?;
-        let mut int = signal(SignalKind::interrupt())
-            .map_err(|e| NetError::io("installing the SIGINT handler", e))?;
         let trigger = shutdown.clone();
         tokio::spawn(async move {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
+            stop.signalled(1).await;
             trigger.trigger();
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
+            stop.signalled(2).await;
             trigger.trigger_now();
         });
         half(shutdown).await
