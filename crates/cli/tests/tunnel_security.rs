@@ -1,5 +1,5 @@
 //! `pgcompress tunnel` as a user runs it: keys, both halves as processes, psql through
-//! them, SIGTERM drains a running query and each half exits 0 with its summary; bad
+//! them, SIGTERM (or SIGHUP) drains a running query and each half exits 0 with its summary; bad
 //! configuration exits 2.
 
 use std::io::{BufRead, BufReader};
@@ -53,11 +53,12 @@ fn spawn_half(args: &[&str]) -> Half {
     }
 }
 
-/// Sends SIGTERM and waits for the exit; returns the status code and stdout.
-fn terminate(half: &mut Half) -> (i32, String) {
+/// Sends `signal` (`TERM`, `HUP`, ...) and waits for the exit; returns the status code and
+/// stdout.
+fn terminate(half: &mut Half, signal: &str) -> (i32, String) {
     let pid = half.child.id().to_string();
     let status = Command::new("kill")
-        .args(["-TERM", &pid])
+        .args([&format!("-{signal}"), &pid])
         .status()
         .expect("kill");
     assert!(status.success());
@@ -68,7 +69,7 @@ fn terminate(half: &mut Half) -> (i32, String) {
         }
         assert!(
             Instant::now() < deadline,
-            "the half did not exit after SIGTERM"
+            "the half did not exit after SIG{signal}"
         );
         std::thread::sleep(Duration::from_millis(50));
     };
@@ -90,7 +91,7 @@ fn keys(dir: &Path) {
 }
 
 #[test]
-fn sigterm_drains_a_running_query_and_exits_0() {
+fn sigterm_or_sighup_drains_a_running_query_and_exits_0() {
     let cluster = Cluster::start().expect("cluster");
     let tmp = tempfile::tempdir().expect("tempdir");
     let k = tmp.path().join("keys");
@@ -160,15 +161,16 @@ fn sigterm_drains_a_running_query_and_exits_0() {
             assert!(Instant::now() < deadline, "the connection never opened");
             std::thread::sleep(Duration::from_millis(50));
         }
-        let (code, summary) = terminate(&mut client);
+        let (code, summary) = terminate(&mut client, "TERM");
         assert_eq!(code, 0, "client half exit status");
         let v: serde_json::Value = serde_json::from_str(summary.trim()).expect("JSON summary");
         assert_eq!(v["half"], "client");
         assert_eq!(v["connections_total"], 1);
         assert_eq!(v["connections_open"], 0);
         assert!(v["backend_to_frontend"]["raw_bytes"].as_u64() > Some(0));
-        let (code, summary) = terminate(&mut server);
-        assert_eq!(code, 0, "server half exit status");
+        // A terminal that goes away (SIGHUP) stops a half as a service manager does.
+        let (code, summary) = terminate(&mut server, "HUP");
+        assert_eq!(code, 0, "server half exit status after SIGHUP");
         assert!(summary.contains("tunnel server"), "{summary}");
         q.join().expect("psql thread")
     });

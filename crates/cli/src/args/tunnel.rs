@@ -15,7 +15,7 @@ pub const TUNNEL_HELP: &str = concat!(
     "      --method zstd:1 --ca ca.pem --cert client.pem --key client-key.pem\n",
     "  psql \"host=127.0.0.1 port=6432 dbname=postgres user=postgres\"\n",
     "  pgcompress tunnel stats /run/tunnel-client.json   # with --stats on a half\n\n",
-    "Exit status: 0 clean (also after SIGTERM/SIGINT and a drain); 1 runtime error;\n",
+    "Exit status: 0 clean (also after SIGTERM/SIGINT/SIGHUP and a drain); 1 runtime error;\n",
     "2 usage or configuration error (bad key file, bad method, address in use)."
 );
 
@@ -36,7 +36,7 @@ pgcompress tunnel server --listen 0.0.0.0:7432 --upstream /var/run/postgresql \\
 pgcompress tunnel server --listen 0.0.0.0:7432 --upstream 127.0.0.1:5432 \\\n      \
 --ca keys/ca.pem --cert keys/server.pem --key keys/server-key.pem \\\n      \
 --stats /run/tunnel-server.json\n\n\
-Exit status: 0 clean (also after SIGTERM/SIGINT and a drain); 1 runtime error; 2 usage or configuration \
+Exit status: 0 clean (also after SIGTERM/SIGINT/SIGHUP and a drain); 1 runtime error; 2 usage or configuration \
 error (a key file that does not load or is not its certificate's, an address in use).")]
     Server(ServerArgs),
     /// The half beside the applications: they connect to it as to PostgreSQL.
@@ -49,7 +49,7 @@ pgcompress tunnel client --listen /tmp --port 6432 --server 10.0.0.5:7432 \\\n  
 pgcompress tunnel client --listen 127.0.0.1:6432 --server db.example.com:7432 --method auto \\\n      \
 --ca keys/ca.pem --cert keys/client.pem --key keys/client-key.pem\n  \
 psql \"host=127.0.0.1 port=6432 dbname=postgres\"\n\n\
-Exit status: 0 clean (also after SIGTERM/SIGINT and a drain); 1 runtime error; 2 usage or configuration \
+Exit status: 0 clean (also after SIGTERM/SIGINT/SIGHUP and a drain); 1 runtime error; 2 usage or configuration \
 error (a key file that does not load or is not its certificate's, a method the link does not take, an \
 address in use).")]
     Client(ClientArgs),
@@ -94,7 +94,7 @@ pub struct Common {
     /// One JSON object per connection line (and refusal and drain) and for the exit summary.
     #[arg(long)]
     pub json: bool,
-    /// Seconds open connections get to finish after SIGTERM/SIGINT (a second signal ends
+    /// Seconds open connections get to finish after SIGTERM/SIGINT/SIGHUP (a second signal ends
     /// them at once).
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub drain_timeout: u64,
