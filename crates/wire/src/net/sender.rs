@@ -103,6 +103,7 @@ impl Sender {
             read_wait: t.read_wait,
         };
         *seen = now;
+        policy.hand_settled(settled.get());
         let switch = policy.observe(&o);
         if let Some(rung) = policy.poll_settled() {
             settled.set(rung);

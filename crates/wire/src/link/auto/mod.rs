@@ -162,6 +162,15 @@ impl AutoPolicy {
         }
     }
 
+    /// Hands in where the half's bulk connections in this direction settled by now, as
+    /// [`AutoPolicy::new`]'s `settled`: bulk traffic that begins later (on a connection opened
+    /// before, or after a quiet spell) starts there.
+    pub fn hand_settled(&mut self, settled: Option<usize>) {
+        if let Some(rung) = settled {
+            self.start = rung.min(TOP);
+        }
+    }
+
     /// The rung of [`LADDER`] bulk traffic settled on at the end of the last whole interval
     /// [`AutoPolicy::observe`] judged, once: the I/O layer keeps it for the half's next policy
     /// in this direction ([`AutoPolicy::new`]). `None` if no interval ended settled since the

@@ -473,6 +473,13 @@ fn a_second_sender_of_a_half_starts_bulk_where_the_first_settled() {
     };
     let name = |s: Option<codec::Spec>| s.map(|s| s.to_string());
     let rows = data_rows(300 * 1024);
+    // A connection of a pool, open before any bulk traffic: it goes bulk only later.
+    let mut pooled = sender(&half);
+    pooled.feed(b"Z\x00\x00\x00\x05I").expect("feed");
+    assert_eq!(
+        name(pooled.observe(&pass(0)).expect("observe")).as_deref(),
+        Some("zstd:1")
+    );
     // The first connection: its first look switches to the interactive rung; bulk rows on a
     // link that keeps the pump waiting 90% of each interval, the encoder taking 8%, climb a rung
     // per interval to zstd:6, where it settles.
@@ -498,6 +505,13 @@ fn a_second_sender_of_a_half_starts_bulk_where_the_first_settled() {
     second.feed(&rows).expect("feed");
     assert_eq!(
         name(second.observe(&pass(90)).expect("observe")).as_deref(),
+        Some("zstd:6")
+    );
+    // The pooled connection, opened before the half settled, starts its bulk where the half
+    // settled by then, not where it stood when the connection opened.
+    pooled.feed(&rows).expect("feed");
+    assert_eq!(
+        name(pooled.observe(&pass(90)).expect("observe")).as_deref(),
         Some("zstd:6")
     );
     // A sender of another half starts its bulk traffic at zstd:1, its interactive rung: no
