@@ -52,6 +52,7 @@ fn report() -> TunnelReport {
                 cpu_s: cpu,
                 check: "row counts equal".into(),
                 zstd1_bytes: None,
+                round: 0,
             });
         }
     }
@@ -68,6 +69,7 @@ fn report() -> TunnelReport {
             cpu_s: BTreeMap::new(),
             check: "pgbench: 0 failed transactions".into(),
             zstd1_bytes: None,
+            round: 0,
         });
     }
     TunnelReport {

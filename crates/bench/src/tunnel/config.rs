@@ -29,6 +29,9 @@ pub struct Options {
     pub pgbench_seconds: u32,
     /// pgbench's scale factor (`pgbench -i -s`).
     pub pgbench_scale: u32,
+    /// How many times every configuration runs every workload at each rate, the configurations
+    /// taking turns (1: once).
+    pub rounds: u32,
     /// Where generated TPC-H data is cached; default [`super::tpch::default_cache`].
     pub cache: Option<PathBuf>,
     /// The command line, recorded in the report.

@@ -63,6 +63,9 @@ pub struct Measurement {
     /// yardstick of `s->c`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zstd1_bytes: Option<u64>,
+    /// Which round of `--rounds` (from 0) took it.
+    #[serde(default)]
+    pub round: u32,
 }
 
 impl Measurement {
@@ -73,11 +76,24 @@ impl Measurement {
 }
 
 impl TunnelReport {
-    /// The first measurement of `config` running `workload` at `rate`.
+    /// The measurement of `config` running `workload` at `rate`: with several rounds, the median one,
+    /// by TPS where pgbench measured it and by wall time otherwise (of an even number, the lower of
+    /// the middle two by that order).
     pub fn find(&self, rate: Option<u64>, workload: &str, config: &str) -> Option<&Measurement> {
+        let mut all = self.rounds_of(rate, workload, config);
+        all.sort_by(|a, b| {
+            let key = |m: &Measurement| m.tps.map_or(m.wall_s, |t| -t);
+            key(a).total_cmp(&key(b))
+        });
+        all.get(all.len().saturating_sub(1) / 2).copied()
+    }
+
+    /// Every round's measurement of `config` running `workload` at `rate`, in the order taken.
+    fn rounds_of(&self, rate: Option<u64>, workload: &str, config: &str) -> Vec<&Measurement> {
         self.runs
             .iter()
-            .find(|m| m.rate_mbit == rate && m.workload == workload && m.config == config)
+            .filter(|m| m.rate_mbit == rate && m.workload == workload && m.config == config)
+            .collect()
     }
 
     /// How `config` compares with `against` on `workload` at `rate`: (how many times fewer bytes it put on
@@ -190,7 +206,7 @@ impl TunnelReport {
             ];
             if tps {
                 row.push(m.tps.map_or("-".into(), |v| format!("{v:.0}")));
-                row.push(times(self.tps_ratio(rate, workload, &m.config, SOCAT)));
+                row.push(self.tps_ratio_text(rate, workload, &m.config));
                 row.push(m.latency_ms.map_or("-".into(), |v| format!("{v:.3} ms")));
             }
             if zstd1 {
@@ -207,7 +223,8 @@ impl TunnelReport {
     }
 
     /// `config`'s TPS divided by `against`'s on `workload` at `rate` (above 1: more transactions);
-    /// `None` when either has no TPS or `against`'s is not positive.
+    /// `None` when either has no TPS or `against`'s is not positive. With several rounds, the median
+    /// of the ratios taken within a round ([`TunnelReport::tps_ratios`]).
     pub fn tps_ratio(
         &self,
         rate: Option<u64>,
@@ -215,9 +232,47 @@ impl TunnelReport {
         config: &str,
         against: &str,
     ) -> Option<f64> {
-        let m = self.find(rate, workload, config)?.tps?;
-        let a = self.find(rate, workload, against)?.tps?;
-        (a > 0.0 && a.is_finite() && m.is_finite()).then(|| m / a)
+        let mut r = self.tps_ratios(rate, workload, config, against);
+        r.sort_by(f64::total_cmp);
+        let n = r.len();
+        match n {
+            0 => None,
+            _ if n % 2 == 1 => Some(r[n / 2]),
+            _ => Some((r[n / 2 - 1] + r[n / 2]) / 2.0),
+        }
+    }
+
+    /// `config`'s TPS divided by `against`'s in each round both measured, in round order: a
+    /// machine whose speed drifts over minutes moves both sides of a pair alike.
+    pub fn tps_ratios(
+        &self,
+        rate: Option<u64>,
+        workload: &str,
+        config: &str,
+        against: &str,
+    ) -> Vec<f64> {
+        let others = self.rounds_of(rate, workload, against);
+        self.rounds_of(rate, workload, config)
+            .into_iter()
+            .filter_map(|m| {
+                let a = others.iter().find(|a| a.round == m.round)?.tps?;
+                let t = m.tps?;
+                (a > 0.0 && a.is_finite() && t.is_finite()).then(|| t / a)
+            })
+            .collect()
+    }
+
+    /// [`TunnelReport::tps_ratio`] as the table shows it: `0.95x`, and with several rounds their range,
+    /// `0.95x (0.83-1.02)`.
+    fn tps_ratio_text(&self, rate: Option<u64>, workload: &str, config: &str) -> String {
+        let median = times(self.tps_ratio(rate, workload, config, SOCAT));
+        let r = self.tps_ratios(rate, workload, config, SOCAT);
+        if r.len() < 2 || config == SOCAT {
+            return median;
+        }
+        let lo = r.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = r.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        format!("{median} ({lo:.2}-{hi:.2})")
     }
 
     /// The link rates measured, in the order first seen.

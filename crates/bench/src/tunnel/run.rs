@@ -130,82 +130,78 @@ pub fn run(o: &Options, p: &dyn Progress) -> Result<TunnelReport> {
     for &rate in &rates {
         check_cancelled(p)?;
         link.shape(rate)?;
-        for c in &configs {
-            let cname = c.name();
-            p.step(format!("{}: starting {cname}", rate_label(rate)));
-            let relay = match Relay::start(c, &link, &cluster, &o.pgcompress) {
-                Ok(r) => r,
-                Err(e) => {
-                    let note = format!(
-                        "FAILED: {cname} did not start at {}: {}",
-                        rate_label(rate),
-                        chain(&e)
-                    );
-                    p.note(note.clone());
-                    notes.push(note);
-                    continue;
-                }
-            };
-            if let (Relay::Ssh(s), None) = (&relay, &ssh_note) {
-                ssh_note = Some(format!("ssh -C: {}", s.negotiated()));
-            }
-            let ep = relay.endpoint(&link, cluster.port());
-            let mut labels = relay.pids();
-            labels.extend(postmaster.map(|pid| ("postgres".to_string(), pid)));
-            for &w in &workloads {
-                check_cancelled(p)?;
-                p.step(format!("{}: {cname}: {}", rate_label(rate), w.name()));
-                let mut meter = LinkMeter {
-                    link: &link,
-                    labels: labels.clone(),
-                    before: None,
-                    after: None,
-                };
-                let tag = cname.replace([' ', ':'], "-");
-                let result = env.run(w, &ep, &tag, &mut meter);
-                match (result, meter.result()) {
-                    (Ok(outcome), Some((wall_s, c2s, s2c, cpu))) => {
-                        let m = measurement(rate, &cname, w, wall_s, c2s, s2c, cpu, outcome);
-                        p.note(format!(
-                            "{}: {cname}: {}: {:.1} s, {} -> / {} <-, {}",
-                            rate_label(rate),
-                            w.name(),
-                            m.wall_s,
-                            advise::fmt::bytes(m.bytes_c2s),
-                            advise::fmt::bytes(m.bytes_s2c),
-                            m.check
-                        ));
-                        runs.push(m);
-                    }
-                    (Ok(_), None) => {
-                        return Err(Error::Internal("a workload ran without its measurement"))
-                    }
-                    (Err(e), _) => {
-                        if e.is_cancelled() {
-                            return Err(e);
-                        }
-                        let note = format!(
-                            "FAILED: {cname} {} at {}: {}",
-                            w.name(),
-                            rate_label(rate),
-                            chain(&e)
-                        );
+        // Rounds take the configurations in turn, so that each round's are minutes apart at most.
+        for round in 0..o.rounds.max(1) {
+            let at = round_label(rate, round, o.rounds);
+            for c in &configs {
+                let cname = c.name();
+                p.step(format!("{at}: starting {cname}"));
+                let relay = match Relay::start(c, &link, &cluster, &o.pgcompress) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let note =
+                            format!("FAILED: {cname} did not start at {}: {}", at, chain(&e));
                         p.note(note.clone());
                         notes.push(note);
+                        continue;
+                    }
+                };
+                if let (Relay::Ssh(s), None) = (&relay, &ssh_note) {
+                    ssh_note = Some(format!("ssh -C: {}", s.negotiated()));
+                }
+                let ep = relay.endpoint(&link, cluster.port());
+                let mut labels = relay.pids();
+                labels.extend(postmaster.map(|pid| ("postgres".to_string(), pid)));
+                for &w in &workloads {
+                    check_cancelled(p)?;
+                    p.step(format!("{}: {cname}: {}", at, w.name()));
+                    let mut meter = LinkMeter {
+                        link: &link,
+                        labels: labels.clone(),
+                        before: None,
+                        after: None,
+                    };
+                    let tag = cname.replace([' ', ':'], "-");
+                    let result = env.run(w, &ep, &tag, &mut meter);
+                    match (result, meter.result()) {
+                        (Ok(outcome), Some((wall_s, c2s, s2c, cpu))) => {
+                            let mut m =
+                                measurement(rate, &cname, w, wall_s, c2s, s2c, cpu, outcome);
+                            m.round = round;
+                            p.note(format!(
+                                "{}: {cname}: {}: {:.1} s, {} -> / {} <-, {}",
+                                at,
+                                w.name(),
+                                m.wall_s,
+                                advise::fmt::bytes(m.bytes_c2s),
+                                advise::fmt::bytes(m.bytes_s2c),
+                                m.check
+                            ));
+                            runs.push(m);
+                        }
+                        (Ok(_), None) => {
+                            return Err(Error::Internal("a workload ran without its measurement"))
+                        }
+                        (Err(e), _) => {
+                            if e.is_cancelled() {
+                                return Err(e);
+                            }
+                            let note =
+                                format!("FAILED: {cname} {} at {}: {}", w.name(), at, chain(&e));
+                            p.note(note.clone());
+                            notes.push(note);
+                        }
                     }
                 }
-            }
-            if let Err(e) = relay.stop() {
-                let note = format!(
-                    "FAILED: stopping {cname} at {}: {}",
-                    rate_label(rate),
-                    chain(&e)
-                );
-                p.note(note.clone());
-                notes.push(note);
+                if let Err(e) = relay.stop() {
+                    let note = format!("FAILED: stopping {cname} at {}: {}", at, chain(&e));
+                    p.note(note.clone());
+                    notes.push(note);
+                }
             }
         }
     }
+
     link.shape(None)?;
     p.step("stopping PostgreSQL and removing the namespaces".into());
     cluster.stop().context("stopping the throwaway cluster")?;
@@ -237,6 +233,14 @@ pub fn run(o: &Options, p: &dyn Progress) -> Result<TunnelReport> {
         o.pgbench_scale,
         o.pgbench_seconds
     ));
+    if o.rounds > 1 {
+        head.push(format!(
+            "rounds: {} at each rate, the configurations taking turns; each row is a configuration's \
+             median round (by TPS for pgbench, by wall time otherwise); TPS vs socat is the median of \
+             the ratios within a round, with their range",
+            o.rounds
+        ));
+    }
     head.extend(ssh_note);
     head.extend(notes);
     Ok(TunnelReport {
@@ -272,6 +276,16 @@ fn measurement(
         cpu_s: cpu,
         check: o.check,
         zstd1_bytes: o.zstd1_bytes,
+        round: 0,
+    }
+}
+
+/// What progress lines and notes call one round at one rate: `unshaped`, or `unshaped, round 2/3`.
+fn round_label(rate: Option<u64>, round: u32, rounds: u32) -> String {
+    if rounds > 1 {
+        format!("{}, round {}/{rounds}", rate_label(rate), round + 1)
+    } else {
+        rate_label(rate)
     }
 }
 

@@ -43,6 +43,7 @@ Examples:\n  pgcompress-bench tunnel\n  \
 pgcompress-bench tunnel --rate 50 --workloads load,restore --configs direct,zstd:1,auto,ssh\n  \
 pgcompress-bench tunnel --scale 0.1 --json > tunnel.json\n  \
 pgcompress-bench tunnel --rate none --workloads pgbench-S --configs socat,auto --pgbench-time 30\n  \
+pgcompress-bench tunnel --rate none,50 --workloads pgbench-S,tpcb --configs socat,zstd:1 --rounds 3\n  \
 pgcompress-bench tunnel --rate none,50 --workloads narrow-copy,narrow-select,pgbench-S,tpcb \\\n      --configs direct,socat,zstd:1,auto\n  \
 pgcompress-bench tunnel --html tunnel.html\n\n\
 Exit status: 0 figures printed; 1 a run failed or its check did not match; 2 bad usage, PostgreSQL or a \
@@ -69,6 +70,12 @@ pub struct BenchTunnelArgs {
     /// pgbench's scale factor for its tables (pgbench -i -s).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub pgbench_scale: u32,
+    /// Run every configuration's workloads this many times at each rate, the configurations taking
+    /// turns (socat, tunnel, socat, tunnel, ...), and report each one's median round; TPS against
+    /// socat is then the median of the ratios within a round, with their range. TPS on a shared
+    /// machine drifts over minutes; pairs taken side by side compare fairly.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=15))]
+    pub rounds: u32,
     /// Directory for the generated TPC-H data (default: ~/.cache/pgcompress/tpch).
     #[arg(long, value_name = "DIR")]
     pub cache: Option<PathBuf>,

@@ -146,6 +146,7 @@ fn tunnel(a: BenchTunnelArgs) -> anyhow::Result<ExitCode> {
             configs: a.configs,
             pgbench_seconds: a.pgbench_time,
             pgbench_scale: a.pgbench_scale,
+            rounds: a.rounds,
             cache: a.cache,
             command,
         },

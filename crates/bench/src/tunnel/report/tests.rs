@@ -21,6 +21,7 @@ pub(crate) fn m(
         cpu_s: BTreeMap::new(),
         check: "row counts equal".into(),
         zstd1_bytes: None,
+        round: 0,
     }
 }
 
@@ -240,4 +241,98 @@ fn figures_read_at_a_glance() {
     assert_eq!(rate_label(Some(1000)), "1 Gbit/s");
     assert_eq!(rate_label(Some(1500)), "1500 Mbit/s");
     assert_eq!(rate_label(None), "unshaped");
+}
+
+/// One pgbench round of `config`: its TPS and the wall time it took.
+fn pgbench_round(config: &str, round: u32, tps: f64) -> Measurement {
+    let mut r = m(None, config, "pgbench-S", 10.0, 1_000, 1_000);
+    r.tps = Some(tps);
+    r.round = round;
+    r
+}
+
+/// Three rounds in which the machine's speed drifted: socat's TPS and the tunnel's move together.
+fn drifting() -> TunnelReport {
+    let mut r = sample();
+    r.runs.clear();
+    for (round, socat, tunnel) in [
+        (0, 20_000.0, 18_000.0),
+        (1, 12_000.0, 13_000.0),
+        (2, 22_000.0, 21_000.0),
+    ] {
+        r.runs.push(pgbench_round("socat", round, socat));
+        r.runs.push(pgbench_round("tunnel zstd:1", round, tunnel));
+    }
+    r
+}
+
+#[test]
+fn a_configuration_s_row_is_its_median_round() {
+    let r = drifting();
+    // By TPS: 12,000, 20,000, 22,000 for socat.
+    let socat = r.find(None, "pgbench-S", "socat").expect("socat");
+    assert_eq!((socat.round, socat.tps), (0, Some(20_000.0)));
+    let tunnel = r.find(None, "pgbench-S", "tunnel zstd:1").expect("tunnel");
+    assert_eq!((tunnel.round, tunnel.tps), (0, Some(18_000.0)));
+    // By wall time where pgbench did not run; of two, the faster.
+    let mut r = sample();
+    r.runs.clear();
+    for (round, wall) in [(0, 9.0), (1, 7.0), (2, 8.0), (3, 30.0)] {
+        let mut l = m(Some(50), "tunnel auto", "load", wall, 10, 10);
+        l.round = round;
+        r.runs.push(l);
+    }
+    let load = r.find(Some(50), "load", "tunnel auto").expect("load");
+    assert_eq!((load.round, load.wall_s), (2, 8.0));
+}
+
+#[test]
+fn tps_against_socat_pairs_the_rounds() {
+    let r = drifting();
+    let ratios = r.tps_ratios(None, "pgbench-S", "tunnel zstd:1", SOCAT);
+    let want = [0.9, 13.0 / 12.0, 21.0 / 22.0];
+    assert_eq!(ratios.len(), 3);
+    for (got, want) in ratios.iter().zip(want) {
+        assert!((got - want).abs() < 1e-9, "{ratios:?}");
+    }
+    // The median of the pairs (0.95), not the ratio of the medians (18,000 / 20,000 = 0.90).
+    let median = r
+        .tps_ratio(None, "pgbench-S", "tunnel zstd:1", SOCAT)
+        .expect("ratio");
+    assert!((median - 21.0 / 22.0).abs() < 1e-9, "{median}");
+    let t = text_of(&r);
+    let row = t
+        .lines()
+        .find(|l| l.trim_start().starts_with("tunnel zstd:1"))
+        .expect("tunnel row");
+    assert!(row.contains("0.95x (0.90-1.08)"), "{row}");
+    let socat = t
+        .lines()
+        .find(|l| l.trim_start().starts_with("socat"))
+        .expect("socat row");
+    assert!(
+        socat.contains("1.00x") && !socat.contains("(1.00"),
+        "{socat}"
+    );
+    // Two rounds: the mean of the middle pair.
+    let mut two = r.clone();
+    two.runs.retain(|m| m.round < 2);
+    let median = two
+        .tps_ratio(None, "pgbench-S", "tunnel zstd:1", SOCAT)
+        .expect("ratio");
+    assert!(
+        (median - (0.9 + 13.0 / 12.0) / 2.0).abs() < 1e-9,
+        "{median}"
+    );
+}
+
+#[test]
+fn a_round_missing_its_socat_pair_is_left_out() {
+    let mut r = drifting();
+    r.runs.retain(|m| !(m.config == "socat" && m.round == 1));
+    assert_eq!(
+        r.tps_ratios(None, "pgbench-S", "tunnel zstd:1", SOCAT)
+            .len(),
+        2
+    );
 }
