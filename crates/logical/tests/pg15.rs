@@ -433,3 +433,40 @@ fn pgoutput_agrees_with_test_decoding_when_streaming() {
 fn pgoutput_agrees_with_test_decoding_with_default_work_mem() {
     agree(false);
 }
+
+/// Commit times (`--format json`'s `timestamp`) read as PostgreSQL writes a `timestamptz` in UTC,
+/// over its whole range: the two infinities, its first and last instants, the years around 1 BC
+/// and 2000 past steps of about 147 years, each instant's eight bytes taken from
+/// `timestamptz_send` and its text from the server.
+#[test]
+fn commit_times_print_as_postgresql_prints_them() {
+    let cluster = Cluster::start().expect("cluster starts");
+    let rows = cluster
+        .psql(
+            "SET TimeZone = 'UTC'; SET DateStyle = 'ISO';
+             SELECT v::text, encode(timestamptz_send(v), 'hex') FROM (
+               VALUES ('infinity'::timestamptz), ('-infinity'), ('4713-01-01 00:00:00+00 BC'),
+                      ('294276-12-31 23:59:59.999999+00'), ('0001-01-01 00:00:00+00'),
+                      ('0001-12-31 23:59:59.5+00 BC'), ('1999-12-31 23:59:59.999999+00'),
+                      ('2000-01-01 00:00:00+00'), ('1969-12-31 23:59:59+00'),
+                      ('2024-02-29 12:34:56.5+00')
+               UNION ALL
+               SELECT '4713-01-01 00:00:00+00 BC'::timestamptz
+                      + g * interval '147 years 37 days 13:17:19.123457'
+               FROM generate_series(1, 2000) g
+             ) t(v);",
+        )
+        .expect("timestamps");
+    let mut seen = 0;
+    for row in rows.lines() {
+        let (text, hex) = row.split_once('|').expect("two columns");
+        let bytes: [u8; 8] = hex::decode(hex)
+            .expect("hex")
+            .try_into()
+            .expect("eight bytes");
+        let us = i64::from_be_bytes(bytes);
+        assert_eq!(logical::output::format_timestamp(us), text, "{us} µs");
+        seen += 1;
+    }
+    assert_eq!(seen, 2010);
+}
