@@ -336,4 +336,123 @@ mod tests {
         let c = cert(vec![ip("::1")], "x");
         assert!(check_name(&c, &dns("::1")).is_ok());
     }
+
+    /// A server certificate paired with whatever key the test gives it.
+    #[derive(Debug)]
+    struct Shows(Arc<rustls::sign::CertifiedKey>);
+
+    impl rustls::server::ResolvesServerCert for Shows {
+        fn resolve(
+            &self,
+            _: rustls::server::ClientHello<'_>,
+        ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+            Some(Arc::clone(&self.0))
+        }
+    }
+
+    /// Runs a handshake in memory; the first error of either side.
+    fn handshake(
+        client: &mut rustls::ClientConnection,
+        server: &mut rustls::ServerConnection,
+    ) -> Result<(), rustls::Error> {
+        for _ in 0..16 {
+            let mut wire = Vec::new();
+            while client.wants_write() {
+                client.write_tls(&mut wire).unwrap();
+            }
+            server.read_tls(&mut wire.as_slice()).unwrap();
+            server.process_new_packets()?;
+            wire.clear();
+            while server.wants_write() {
+                server.write_tls(&mut wire).unwrap();
+            }
+            client.read_tls(&mut wire.as_slice()).unwrap();
+            client.process_new_packets()?;
+            if !client.is_handshaking() && !server.is_handshaking() {
+                return Ok(());
+            }
+        }
+        panic!("the handshake did not end");
+    }
+
+    /// The peer must hold the key of the certificate it shows, in TLS 1.2 and 1.3, whether the
+    /// mode checks the chain (the certificate is the root) or takes any certificate (require
+    /// without a root): a server signing with another key is refused.
+    #[test]
+    fn a_handshake_signed_by_another_key_is_refused() {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let own = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["db".into()])
+            .unwrap()
+            .self_signed(&own)
+            .unwrap()
+            .der()
+            .clone();
+        let other = rcgen::KeyPair::generate().unwrap();
+        let mut store = rustls::RootCertStore::empty();
+        store.add(cert.clone()).unwrap();
+        let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(store), provider.clone())
+            .build()
+            .unwrap();
+        let verifiers: [(&str, Arc<LibpqVerifier>); 2] = [
+            (
+                "verify-ca",
+                Arc::new(LibpqVerifier::new(
+                    webpki,
+                    vec![cert.clone()],
+                    false,
+                    &provider,
+                )),
+            ),
+            (
+                "require",
+                Arc::new(LibpqVerifier::any_certificate(&provider)),
+            ),
+        ];
+        for (signer, honest) in [(&own, true), (&other, false)] {
+            let key = provider
+                .key_provider
+                .load_private_key(rustls_pki_types::PrivateKeyDer::Pkcs8(
+                    signer.serialize_der().into(),
+                ))
+                .unwrap();
+            let shows = Arc::new(Shows(Arc::new(rustls::sign::CertifiedKey::new(
+                vec![cert.clone()],
+                key,
+            ))));
+            for version in [&rustls::version::TLS12, &rustls::version::TLS13] {
+                let server = Arc::new(
+                    rustls::ServerConfig::builder_with_provider(provider.clone())
+                        .with_protocol_versions(&[version])
+                        .unwrap()
+                        .with_no_client_auth()
+                        .with_cert_resolver(shows.clone()),
+                );
+                for (mode, verifier) in &verifiers {
+                    let client = Arc::new(
+                        rustls::ClientConfig::builder_with_provider(provider.clone())
+                            .with_protocol_versions(&[version])
+                            .unwrap()
+                            .dangerous()
+                            .with_custom_certificate_verifier(verifier.clone())
+                            .with_no_client_auth(),
+                    );
+                    let mut c = rustls::ClientConnection::new(client, dns("db")).unwrap();
+                    let mut s = rustls::ServerConnection::new(server.clone()).unwrap();
+                    let what = format!("{mode}, {version:?}, honest signer: {honest}");
+                    match handshake(&mut c, &mut s) {
+                        Ok(()) => assert!(honest, "{what}: a forged signature passed"),
+                        Err(e) => {
+                            assert!(!honest, "{what}: {e}");
+                            assert_eq!(
+                                e,
+                                rustls::Error::InvalidCertificate(CertificateError::BadSignature),
+                                "{what}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
